@@ -1,0 +1,38 @@
+# The two commands: `make run` (start Millrace locally) and `make test` (lint + tests).
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: install run test lint format check-migrations clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## Start web, Celery worker and beat on embedded defaults (or DATABASE_URL/REDIS_URL if set).
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py up
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(PY) manage.py makemigrations --check --dry-run
+
+## Lint, then the whole suite (Postgres/Redis when DATABASE_URL/REDIS_URL are set).
+test: lint
+	$(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

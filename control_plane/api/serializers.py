@@ -1,0 +1,307 @@
+"""Request and response shapes of the admin API. Writes go through services, not save()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from control_plane.access.models import Acl, ApiKey, ServiceAccount
+from control_plane.audit.models import AuditEvent
+from control_plane.catalog.models import Broker, Partition, Topic
+from control_plane.tenancy.models import Membership, Role, Tenant
+from data_plane.acl import Operation, PatternType, Permission, ResourceType
+from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
+
+# --- tenants ------------------------------------------------------------------------------
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    role = serializers.SerializerMethodField(help_text="the caller's role in this tenant")
+    partitions_in_use = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Tenant
+        fields = [
+            "slug",
+            "name",
+            "max_partitions",
+            "max_storage_bytes",
+            "produce_byte_rate",
+            "fetch_byte_rate",
+            "created_at",
+            "role",
+            "partitions_in_use",
+        ]
+        read_only_fields = fields
+
+    def get_role(self, tenant: Tenant) -> str | None:
+        roles = self.context.get("roles", {})
+        return roles.get(tenant.pk)
+
+    def get_partitions_in_use(self, tenant: Tenant) -> int:
+        return int(getattr(tenant, "partitions_in_use", 0) or 0)
+
+
+class TenantLimitsMixin(serializers.Serializer):
+    max_partitions = serializers.IntegerField(min_value=1, required=False)
+    max_storage_bytes = serializers.IntegerField(min_value=1, required=False)
+    produce_byte_rate = serializers.IntegerField(min_value=1, required=False)
+    fetch_byte_rate = serializers.IntegerField(min_value=1, required=False)
+
+
+class TenantCreateSerializer(TenantLimitsMixin):
+    slug = serializers.CharField(max_length=50)
+    name = serializers.CharField(max_length=200)
+    owner = serializers.CharField(
+        required=False, help_text="username of the first owner (defaults to the caller)"
+    )
+
+
+class TenantUpdateSerializer(TenantLimitsMixin):
+    name = serializers.CharField(max_length=200, required=False)
+
+
+# --- members -----------------------------------------------------------------------------
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.get_username", read_only=True)
+    email = serializers.EmailField(source="user.email", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "username", "email", "role", "created_at"]
+        read_only_fields = fields
+
+
+class MembershipCreateSerializer(serializers.Serializer):
+    username = serializers.CharField(
+        max_length=get_user_model()._meta.get_field("username").max_length
+    )
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class MembershipUpdateSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+# --- topics -----------------------------------------------------------------------------
+
+
+class ConfigValueField(serializers.JSONField):
+    """A config value: integer, boolean or string (Kafka's string form is accepted too)."""
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {
+            "oneOf": [{"type": "integer"}, {"type": "boolean"}, {"type": "string"}]
+        },
+    }
+)
+class ConfigMapField(serializers.DictField):
+    child = ConfigValueField()
+
+
+class TopicSerializer(serializers.ModelSerializer):
+    configs = serializers.DictField(read_only=True, help_text="explicit overrides only")
+
+    class Meta:
+        model = Topic
+        fields = [
+            "name",
+            "topic_id",
+            "partition_count",
+            "replication_factor",
+            "configs",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class TopicCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=300, trim_whitespace=False)
+    partition_count = serializers.IntegerField(min_value=1, max_value=10_000)
+    replication_factor = serializers.IntegerField(min_value=1, max_value=32767, required=False)
+    configs = ConfigMapField(required=False)
+
+
+class TopicConfigEntrySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    value = serializers.JSONField()
+    default = serializers.JSONField()
+    is_default = serializers.BooleanField()
+    type = serializers.CharField()
+    doc = serializers.CharField()
+
+
+def topic_config_entries(topic: Topic) -> list[dict[str, Any]]:
+    effective = effective_configs(topic.configs)
+    return [
+        {
+            "name": name,
+            "value": effective[name],
+            "default": definition.default,
+            "is_default": name not in topic.configs,
+            "type": definition.kind.__name__,
+            "doc": definition.doc,
+        }
+        for name, definition in TOPIC_CONFIGS.items()
+    ]
+
+
+class PartitionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Partition
+        fields = ["index", "replicas", "leader", "leader_epoch", "isr", "partition_epoch"]
+        read_only_fields = fields
+
+
+class AddPartitionsSerializer(serializers.Serializer):
+    partition_count = serializers.IntegerField(
+        min_value=1, max_value=10_000, help_text="the new total number of partitions"
+    )
+
+
+# --- service accounts, keys ----------------------------------------------------------------
+
+
+class ServiceAccountSerializer(serializers.ModelSerializer):
+    principal = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = ServiceAccount
+        fields = ["name", "principal", "description", "created_at"]
+        read_only_fields = ["principal", "created_at"]
+        extra_kwargs = {"name": {"validators": []}}
+
+
+class ServiceAccountUpdateSerializer(serializers.Serializer):
+    description = serializers.CharField(allow_blank=True, max_length=2000)
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    service_account = serializers.CharField(source="service_account.name", read_only=True)
+    state = serializers.CharField(read_only=True)
+    created_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiKey
+        fields = [
+            "key_id",
+            "service_account",
+            "description",
+            "state",
+            "created_at",
+            "created_by",
+            "last_used_at",
+            "expires_at",
+            "revoked_at",
+        ]
+        read_only_fields = fields
+
+    def get_created_by(self, key: ApiKey) -> str | None:
+        return key.created_by.get_username() if key.created_by else None
+
+
+class ApiKeyCreateSerializer(serializers.Serializer):
+    service_account = serializers.CharField(help_text="name of the service account")
+    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    secret = serializers.CharField(
+        read_only=True, help_text="shown only in this response; store it now"
+    )
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+
+# --- ACLs -----------------------------------------------------------------------------------
+
+
+class AclSerializer(serializers.ModelSerializer):
+    principal = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Acl
+        fields = [
+            "id",
+            "principal",
+            "resource_type",
+            "pattern_type",
+            "resource_name",
+            "operation",
+            "permission",
+            "host",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class AclCreateSerializer(serializers.Serializer):
+    principal = serializers.CharField(help_text="'User:<service account name>' or 'User:*'")
+    resource_type = serializers.ChoiceField(choices=[t.value for t in ResourceType])
+    pattern_type = serializers.ChoiceField(
+        choices=[p.value for p in PatternType], default=PatternType.LITERAL.value
+    )
+    resource_name = serializers.CharField(max_length=255)
+    operation = serializers.ChoiceField(choices=[o.value for o in Operation])
+    permission = serializers.ChoiceField(
+        choices=[p.value for p in Permission], default=Permission.ALLOW.value
+    )
+    host = serializers.IPAddressField(required=False, help_text="'*' (default) or one IP")
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("host") == "*":
+            data = {k: v for k, v in data.items() if k != "host"}
+        return super().to_internal_value(data)
+
+
+# --- audit, brokers, auth ----------------------------------------------------------------
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "created_at",
+            "actor_type",
+            "actor",
+            "action",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "before",
+            "after",
+            "source_ip",
+        ]
+        read_only_fields = fields
+
+
+class BrokerSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Broker
+        fields = ["id", "host", "port", "rack", "state", "registered_at", "last_heartbeat"]
+        read_only_fields = fields
+
+
+class LoginSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=4096, trim_whitespace=False)
+
+
+class MeSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    is_staff = serializers.BooleanField()
+    api_key = serializers.CharField(allow_null=True)
+    tenants = serializers.ListField(child=serializers.DictField())

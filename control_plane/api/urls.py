@@ -1,0 +1,28 @@
+"""Routes of the admin API under /api/v1/."""
+
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from control_plane.api import views
+
+TENANT = r"tenants/(?P<tenant_slug>[a-z0-9-]+)"
+
+router = SimpleRouter()
+router.register("tenants", views.TenantViewSet, basename="tenant")
+router.register(f"{TENANT}/members", views.MembershipViewSet, basename="member")
+router.register(f"{TENANT}/topics", views.TopicViewSet, basename="topic")
+router.register(
+    f"{TENANT}/service-accounts", views.ServiceAccountViewSet, basename="service-account"
+)
+router.register(f"{TENANT}/api-keys", views.ApiKeyViewSet, basename="api-key")
+router.register(f"{TENANT}/acls", views.AclViewSet, basename="acl")
+router.register(f"{TENANT}/audit-events", views.AuditEventViewSet, basename="audit-event")
+router.register("brokers", views.BrokerViewSet, basename="broker")
+
+app_name = "api"
+urlpatterns = [
+    path("auth/login/", views.LoginView.as_view(), name="login"),
+    path("auth/logout/", views.LogoutView.as_view(), name="logout"),
+    path("auth/me/", views.MeView.as_view(), name="me"),
+    *router.urls,
+]

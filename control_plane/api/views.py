@@ -1,0 +1,505 @@
+"""Admin REST API views. Thin: parse, authorize (base viewset), call a service, render."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import authenticate, login, logout
+from django.db.models import Sum
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import exceptions, mixins, permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from control_plane.access import services as access_services
+from control_plane.access.models import Acl, ApiKey, ServiceAccount
+from control_plane.api import serializers as s
+from control_plane.api.access import Need, request_actor
+from control_plane.api.authentication import Throttled
+from control_plane.api.base import TenantScopedViewSet
+from control_plane.api.filters import AclFilter, ApiKeyFilter, AuditEventFilter, TopicFilter
+from control_plane.audit.models import AuditEvent
+from control_plane.catalog import services as catalog_services
+from control_plane.catalog.models import Broker, Topic
+from control_plane.core import ratelimit
+from control_plane.core.http import client_ip
+from control_plane.tenancy import services as tenancy_services
+from control_plane.tenancy.models import Membership, Role, Tenant
+from data_plane.acl import CLUSTER_RESOURCE_NAME, Operation, ResourceType
+
+VIEWER, DEVELOPER, ADMIN = Role.VIEWER, Role.DEVELOPER, Role.ADMIN
+TOPIC = ResourceType.TOPIC
+
+TENANT_PARAM = OpenApiParameter(
+    "tenant_slug", str, OpenApiParameter.PATH, description="tenant slug"
+)
+
+
+def tenant_scoped(viewset: type) -> type:
+    """Document the ``tenant_slug`` path parameter on every action of a viewset."""
+    return extend_schema(parameters=[TENANT_PARAM])(viewset)
+
+
+# --- tenants -----------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(responses=s.TenantSerializer(many=True)),
+    retrieve=extend_schema(responses=s.TenantSerializer),
+    create=extend_schema(request=s.TenantCreateSerializer, responses={201: s.TenantSerializer}),
+    partial_update=extend_schema(request=s.TenantUpdateSerializer, responses=s.TenantSerializer),
+)
+class TenantViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Tenants the caller belongs to (operators see all; an API key sees its own)."""
+
+    serializer_class = s.TenantSerializer
+    lookup_field = "slug"
+    http_method_names = ["get", "post", "patch", "head", "options"]
+
+    def get_queryset(self) -> Any:
+        queryset = Tenant.objects.annotate(partitions_in_use=Sum("topics__partition_count"))
+        if getattr(self, "swagger_fake_view", False):
+            return queryset.none()
+        if isinstance(self.request.auth, ApiKey):
+            return queryset.filter(pk=self.request.auth.tenant_id)
+        if self.request.user.is_staff:
+            return queryset
+        return queryset.filter(memberships__user=self.request.user)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        user = self.request.user
+        if not isinstance(self.request.auth, ApiKey) and user.is_authenticated:
+            context["roles"] = dict(
+                Membership.objects.filter(user=user).values_list("tenant_id", "role")
+            )
+        return context
+
+    def create(self, request: Request) -> Response:
+        serializer = s.TenantCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        actor = request_actor(request)
+        owner_name = data.pop("owner", None)
+        owner = tenancy_services.find_user(owner_name) if owner_name else actor.user
+        if isinstance(request.auth, ApiKey):
+            owner = None
+        tenant = tenancy_services.create_tenant(
+            actor, slug=data.pop("slug"), name=data.pop("name"), owner=owner, limits=data
+        )
+        return Response(self._render(tenant), status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, slug: str) -> Response:
+        tenant = self.get_object()
+        serializer = s.TenantUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        if isinstance(request.auth, ApiKey):
+            raise exceptions.PermissionDenied("API keys cannot change tenants")
+        name = data.pop("name", None)
+        tenant = tenancy_services.update_tenant(
+            request_actor(request), tenant, name=name, limits=data
+        )
+        return Response(self._render(tenant))
+
+    def _render(self, tenant: Tenant) -> dict[str, Any]:
+        tenant = (
+            self.get_queryset()
+            .model.objects.annotate(partitions_in_use=Sum("topics__partition_count"))
+            .get(pk=tenant.pk)
+        )
+        return s.TenantSerializer(tenant, context=self.get_serializer_context()).data
+
+
+# --- members ------------------------------------------------------------------------------
+
+
+@tenant_scoped
+@extend_schema_view(
+    create=extend_schema(
+        request=s.MembershipCreateSerializer, responses={201: s.MembershipSerializer}
+    ),
+    partial_update=extend_schema(
+        request=s.MembershipUpdateSerializer, responses=s.MembershipSerializer
+    ),
+)
+class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """People in the tenant and their roles. Admins manage members; owners manage owners."""
+
+    lookup_value_regex = r"[0-9]+"
+    queryset = Membership.objects.select_related("user")
+    serializer_class = s.MembershipSerializer
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    needs = {
+        "list": Need(VIEWER, None),
+        "retrieve": Need(VIEWER, None),
+        "create": Need(ADMIN, None),
+        "partial_update": Need(ADMIN, None),
+        "destroy": Need(ADMIN, None),
+    }
+
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        serializer = s.MembershipCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = tenancy_services.find_user(serializer.validated_data["username"])
+        membership = tenancy_services.add_member(
+            self.actor, self.access.tenant, user=user, role=serializer.validated_data["role"]
+        )
+        return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        membership = self.get_object()
+        serializer = s.MembershipUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        membership = tenancy_services.change_member_role(
+            self.actor, membership, role=serializer.validated_data["role"]
+        )
+        return Response(s.MembershipSerializer(membership).data)
+
+    def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        tenancy_services.remove_member(self.actor, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- topics -------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    create=extend_schema(request=s.TopicCreateSerializer, responses={201: s.TopicSerializer}),
+)
+@tenant_scoped
+class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """Topics of the tenant. API keys see and change only topics their ACLs cover."""
+
+    queryset = Topic.objects.all()
+    serializer_class = s.TopicSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[^/]+"
+    filterset_class = TopicFilter
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    needs = {
+        "list": Need(VIEWER, Operation.DESCRIBE, TOPIC),
+        "retrieve": Need(VIEWER, Operation.DESCRIBE, TOPIC),
+        "create": Need(DEVELOPER, Operation.CREATE, TOPIC),
+        "destroy": Need(DEVELOPER, Operation.DELETE, TOPIC),
+        "configs": Need(VIEWER, Operation.DESCRIBE_CONFIGS, TOPIC),
+        "alter_configs": Need(DEVELOPER, Operation.ALTER_CONFIGS, TOPIC),
+        "partitions": Need(VIEWER, Operation.DESCRIBE, TOPIC),
+        "add_partitions": Need(DEVELOPER, Operation.ALTER, TOPIC),
+    }
+
+    def filter_queryset(self, queryset: Any) -> Any:
+        queryset = super().filter_queryset(queryset)
+        if self.action == "list" and self.access.api_key is not None:
+            names = list(queryset.values_list("name", flat=True))
+            visible = [n for n in names if self.access.key_may(Operation.DESCRIBE, TOPIC, n)]
+            queryset = queryset.filter(name__in=visible)
+        return queryset
+
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        serializer = s.TopicCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if self.access.api_key is not None and not (
+            self.access.key_may(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
+            or self.access.key_may(Operation.CREATE, TOPIC, data["name"])
+        ):
+            raise exceptions.PermissionDenied(
+                f"{self.access.api_key.service_account.principal} is not authorized to "
+                f"create topic {data['name']!r}"
+            )
+        topic = catalog_services.create_topic(
+            self.actor,
+            self.access.tenant,
+            name=data["name"],
+            partition_count=data["partition_count"],
+            replication_factor=data.get("replication_factor"),
+            configs=data.get("configs", {}),
+        )
+        return Response(s.TopicSerializer(topic).data, status=status.HTTP_201_CREATED)
+
+    def destroy(self, request: Request, tenant_slug: str, name: str) -> Response:
+        catalog_services.delete_topic(self.actor, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses=s.TopicConfigEntrySerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def configs(self, request: Request, tenant_slug: str, name: str) -> Response:
+        return Response(s.topic_config_entries(self.get_object()))
+
+    @extend_schema(
+        request={
+            "application/json": {
+                "type": "object",
+                "additionalProperties": {
+                    "oneOf": [{"type": "integer"}, {"type": "boolean"}, {"type": "string"}],
+                    "nullable": True,
+                },
+            }
+        },
+        responses=s.TopicConfigEntrySerializer(many=True),
+        description="Incremental alter: a value sets the config, null resets it to the default.",
+    )
+    @configs.mapping.patch
+    def alter_configs(self, request: Request, tenant_slug: str, name: str) -> Response:
+        field = s.ConfigMapField()
+        try:
+            changes = field.run_validation(request.data)
+        except exceptions.ValidationError as exc:
+            raise exceptions.ValidationError({"configs": exc.detail}) from None
+        topic = catalog_services.alter_topic_configs(self.actor, self.get_object(), changes)
+        return Response(s.topic_config_entries(topic))
+
+    @extend_schema(responses=s.PartitionSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def partitions(self, request: Request, tenant_slug: str, name: str) -> Response:
+        topic = self.get_object()
+        return Response(s.PartitionSerializer(topic.partitions.all(), many=True).data)
+
+    @extend_schema(request=s.AddPartitionsSerializer, responses=s.TopicSerializer)
+    @partitions.mapping.post
+    def add_partitions(self, request: Request, tenant_slug: str, name: str) -> Response:
+        serializer = s.AddPartitionsSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        topic = catalog_services.add_partitions(
+            self.actor,
+            self.get_object(),
+            partition_count=serializer.validated_data["partition_count"],
+        )
+        return Response(s.TopicSerializer(topic).data)
+
+
+# --- service accounts and API keys ----------------------------------------------------------
+
+CLUSTER_READ = Need(VIEWER, Operation.DESCRIBE)
+CLUSTER_WRITE = Need(ADMIN, Operation.ALTER)
+
+
+@tenant_scoped
+@extend_schema_view(
+    partial_update=extend_schema(
+        request=s.ServiceAccountUpdateSerializer, responses=s.ServiceAccountSerializer
+    ),
+)
+class ServiceAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """Service accounts: the principals that API keys authenticate as."""
+
+    queryset = ServiceAccount.objects.all()
+    serializer_class = s.ServiceAccountSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[^/]+"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    needs = {
+        "list": CLUSTER_READ,
+        "retrieve": CLUSTER_READ,
+        "create": CLUSTER_WRITE,
+        "partial_update": CLUSTER_WRITE,
+        "destroy": CLUSTER_WRITE,
+    }
+
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        serializer = s.ServiceAccountSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        sa = access_services.create_service_account(
+            self.actor,
+            self.access.tenant,
+            name=serializer.validated_data["name"],
+            description=serializer.validated_data.get("description", ""),
+        )
+        return Response(s.ServiceAccountSerializer(sa).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, tenant_slug: str, name: str) -> Response:
+        serializer = s.ServiceAccountUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        sa = access_services.update_service_account(
+            self.actor, self.get_object(), description=serializer.validated_data["description"]
+        )
+        return Response(s.ServiceAccountSerializer(sa).data)
+
+    def destroy(self, request: Request, tenant_slug: str, name: str) -> Response:
+        access_services.delete_service_account(self.actor, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@tenant_scoped
+@extend_schema_view(
+    create=extend_schema(
+        request=s.ApiKeyCreateSerializer, responses={201: s.ApiKeyCreatedSerializer}
+    ),
+    destroy=extend_schema(
+        description="Revoke the key. The row stays (state 'revoked') for the audit trail.",
+        responses=s.ApiKeySerializer,
+    ),
+)
+class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """API keys. The secret is in the create response only; DELETE revokes."""
+
+    queryset = ApiKey.objects.select_related("service_account", "created_by")
+    serializer_class = s.ApiKeySerializer
+    lookup_field = "key_id"
+    filterset_class = ApiKeyFilter
+    http_method_names = ["get", "post", "delete", "head", "options"]
+    needs = {
+        "list": CLUSTER_READ,
+        "retrieve": CLUSTER_READ,
+        "create": CLUSTER_WRITE,
+        "destroy": CLUSTER_WRITE,
+    }
+
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        serializer = s.ApiKeyCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        sa = ServiceAccount.objects.filter(
+            tenant=self.access.tenant, name=data["service_account"]
+        ).first()
+        if sa is None:
+            raise exceptions.ValidationError(
+                {"service_account": [f"no service account named {data['service_account']!r}"]}
+            )
+        created = access_services.create_api_key(
+            self.actor,
+            sa,
+            description=data.get("description", ""),
+            expires_at=data.get("expires_at"),
+        )
+        body = s.ApiKeySerializer(created.api_key).data
+        body["secret"] = created.secret
+        response = Response(body, status=status.HTTP_201_CREATED)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    def destroy(self, request: Request, tenant_slug: str, key_id: str) -> Response:
+        key = access_services.revoke_api_key(self.actor, self.get_object())
+        return Response(s.ApiKeySerializer(key).data)
+
+
+# --- ACLs ----------------------------------------------------------------------------------
+
+
+@tenant_scoped
+@extend_schema_view(
+    create=extend_schema(request=s.AclCreateSerializer, responses={201: s.AclSerializer}),
+)
+class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """ACL bindings in Kafka's model; deny wins, and no match means deny."""
+
+    lookup_value_regex = r"[0-9]+"
+    queryset = Acl.objects.select_related("service_account")
+    serializer_class = s.AclSerializer
+    filterset_class = AclFilter
+    http_method_names = ["get", "post", "delete", "head", "options"]
+    needs = {
+        "list": CLUSTER_READ,
+        "retrieve": CLUSTER_READ,
+        "create": CLUSTER_WRITE,
+        "destroy": CLUSTER_WRITE,
+    }
+
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        serializer = s.AclCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        acl = access_services.create_acl(
+            self.actor, self.access.tenant, **serializer.validated_data
+        )
+        return Response(s.AclSerializer(acl).data, status=status.HTTP_201_CREATED)
+
+    def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        access_services.delete_acl(self.actor, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- audit ---------------------------------------------------------------------------------
+
+
+@tenant_scoped
+class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """Every change in the tenant: who, what, before/after, when, from where."""
+
+    lookup_value_regex = r"[0-9]+"
+    queryset = AuditEvent.objects.all()
+    serializer_class = s.AuditEventSerializer
+    filterset_class = AuditEventFilter
+    needs = {
+        "list": Need(ADMIN, Operation.DESCRIBE),
+        "retrieve": Need(ADMIN, Operation.DESCRIBE),
+    }
+
+
+# --- cluster (operators) -------------------------------------------------------------------
+
+
+class IsOperator(permissions.BasePermission):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return not isinstance(request.auth, ApiKey) and bool(request.user.is_staff)
+
+
+class BrokerViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Registered brokers (operators only)."""
+
+    queryset = Broker.objects.all()
+    serializer_class = s.BrokerSerializer
+    permission_classes = [permissions.IsAuthenticated, IsOperator]
+
+
+# --- session auth ---------------------------------------------------------------------------
+
+LOGIN_SCOPE = "login"
+
+
+class LoginView(APIView):
+    """Start a console session. Failed attempts are limited per client address."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [permissions.AllowAny]
+
+    @extend_schema(request=s.LoginSerializer, responses=s.MeSerializer)
+    def post(self, request: Request) -> Response:
+        ip = client_ip(request._request)
+        if ratelimit.is_blocked(LOGIN_SCOPE, ip):
+            raise Throttled(wait=ratelimit.retry_after_seconds())
+        serializer = s.LoginSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = authenticate(request._request, **serializer.validated_data)
+        if user is None:
+            ratelimit.record_failure(LOGIN_SCOPE, ip)
+            raise exceptions.AuthenticationFailed("invalid username or password")
+        login(request._request, user)
+        return Response(_me(request, user))
+
+
+class LogoutView(APIView):
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request: Request) -> Response:
+        logout(request._request)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MeView(APIView):
+    @extend_schema(responses=s.MeSerializer)
+    def get(self, request: Request) -> Response:
+        return Response(_me(request, request.user))
+
+
+def _me(request: Request, user: Any) -> dict[str, Any]:
+    if isinstance(request.auth, ApiKey):
+        key = request.auth
+        return {
+            "username": key.service_account.principal,
+            "is_staff": False,
+            "api_key": key.key_id,
+            "tenants": [{"slug": key.tenant.slug, "role": None}],
+        }
+    memberships = Membership.objects.filter(user=user).select_related("tenant")
+    return {
+        "username": user.get_username(),
+        "is_staff": bool(user.is_staff),
+        "api_key": None,
+        "tenants": [{"slug": m.tenant.slug, "role": m.role} for m in memberships],
+    }

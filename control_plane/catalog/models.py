@@ -1,0 +1,97 @@
+"""Topics, their partitions, and the brokers that will host them.
+
+A topic's identity on disk and on the wire (topic id) is its UUID, never the
+tenant-facing name. Partition leadership fields (``leader``, ``leader_epoch``, ``isr``,
+``partition_epoch``) change only by compare-and-set in the controller (Step 5); until
+brokers exist a partition has no replicas (``replicas == []``, ``leader is None``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django.db import models
+from django.utils import timezone
+
+from control_plane.tenancy.models import Tenant
+
+
+class Topic(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="topics")
+    name = models.CharField(max_length=249)
+    # Lookups for Kafka's '.'/'_' collision rule (see data_plane.topic_config).
+    collision_key = models.CharField(max_length=249, editable=False)
+    topic_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    partition_count = models.PositiveIntegerField()
+    replication_factor = models.PositiveSmallIntegerField()
+    # Only explicit overrides; defaults come from data_plane.topic_config.
+    configs = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="topic_unique_name"),
+            models.UniqueConstraint(
+                fields=["tenant", "collision_key"], name="topic_unique_collision_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.name}"
+
+
+class Partition(models.Model):
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="partitions")
+    index = models.PositiveIntegerField()
+    replicas = models.JSONField(default=list, blank=True)  # broker ids, preferred leader first
+    leader = models.IntegerField(null=True, blank=True)
+    leader_epoch = models.IntegerField(default=0)
+    isr = models.JSONField(default=list, blank=True)
+    partition_epoch = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["topic", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "index"], name="partition_unique_index"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+
+class BrokerState(models.TextChoices):
+    RUNNING = "running", "Running"
+    SHUTTING_DOWN = "shutting_down", "Shutting down"
+    FENCED = "fenced", "Fenced"
+
+
+class BrokerQuerySet(models.QuerySet["Broker"]):
+    def live(self, lease_seconds: int = 10) -> BrokerQuerySet:
+        """Brokers whose heartbeat lease has not expired."""
+        cutoff = timezone.now() - timedelta(seconds=lease_seconds)
+        return self.filter(state=BrokerState.RUNNING, last_heartbeat__gte=cutoff)
+
+
+class Broker(models.Model):
+    """A data-plane node; it registers itself and renews its lease by heartbeat (Step 3)."""
+
+    id = models.PositiveIntegerField(primary_key=True)
+    host = models.CharField(max_length=255)
+    port = models.PositiveIntegerField()
+    rack = models.CharField(max_length=100, blank=True, default="")
+    state = models.CharField(
+        max_length=16, choices=BrokerState.choices, default=BrokerState.RUNNING
+    )
+    registered_at = models.DateTimeField(auto_now_add=True)
+    last_heartbeat = models.DateTimeField(default=timezone.now)
+
+    objects = BrokerQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"broker {self.id} ({self.host}:{self.port})"

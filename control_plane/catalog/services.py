@@ -1,0 +1,252 @@
+"""Use cases for topics: create, alter configs, add partitions, delete.
+
+Each runs in one transaction that locks the tenant row, so concurrent creates cannot
+overshoot the tenant's partition limit; everything is validated before the first write,
+and brokers hear of the change only after commit (``notify_metadata_changed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+
+from control_plane.audit.services import record_event
+from control_plane.catalog.models import Broker, Partition, Topic
+from control_plane.catalog.notify import notify_metadata_changed
+from control_plane.core.actor import Actor
+from control_plane.core.errors import AlreadyExists, InvalidInput, LimitExceeded
+from control_plane.tenancy.models import Tenant
+from data_plane.topic_config import (
+    TOPIC_CONFIGS,
+    InvalidConfig,
+    InvalidTopicName,
+    topic_collision_key,
+    validate_topic_configs,
+    validate_topic_name,
+)
+
+MAX_PARTITIONS_PER_TOPIC = 10_000
+
+
+def topic_snapshot(topic: Topic) -> dict[str, Any]:
+    return {
+        "name": topic.name,
+        "topic_id": str(topic.topic_id),
+        "partition_count": topic.partition_count,
+        "replication_factor": topic.replication_factor,
+        "configs": dict(topic.configs),
+    }
+
+
+def _max_replication_factor() -> int:
+    """Live brokers bound the replication factor once any broker has registered."""
+    if Broker.objects.exists():
+        return Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS).count()
+    return settings.MILLRACE_MAX_REPLICATION_FACTOR
+
+
+def default_replication_factor() -> int:
+    if Broker.objects.exists():
+        live = Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS).count()
+        return max(1, min(settings.MILLRACE_DEFAULT_REPLICATION_FACTOR, live))
+    return 1
+
+
+def _tenant_partitions_in_use(tenant: Tenant) -> int:
+    total = Topic.objects.filter(tenant=tenant).aggregate(total=Sum("partition_count"))["total"]
+    return int(total or 0)
+
+
+def _check_partition_budget(tenant: Tenant, extra: int) -> None:
+    in_use = _tenant_partitions_in_use(tenant)
+    if in_use + extra > tenant.max_partitions:
+        raise LimitExceeded(
+            f"tenant {tenant.slug} may have {tenant.max_partitions} partitions; "
+            f"{in_use} are in use and this needs {extra} more",
+            field="partition_count",
+        )
+
+
+def _check_partition_count(count: object) -> int:
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise InvalidInput("partition_count must be an integer", field="partition_count")
+    if not 1 <= count <= MAX_PARTITIONS_PER_TOPIC:
+        raise InvalidInput(
+            f"partition_count must be between 1 and {MAX_PARTITIONS_PER_TOPIC}",
+            field="partition_count",
+        )
+    return count
+
+
+def _validated_configs(configs: Mapping[str, object], replication_factor: int) -> dict[str, Any]:
+    try:
+        return validate_topic_configs(configs, replication_factor=replication_factor)
+    except InvalidConfig as exc:
+        raise InvalidInput(exc.message, field=f"configs.{exc.key}") from None
+
+
+def _create_partitions(topic: Topic, start: int, stop: int) -> None:
+    Partition.objects.bulk_create(Partition(topic=topic, index=i) for i in range(start, stop))
+
+
+@transaction.atomic
+def create_topic(
+    actor: Actor,
+    tenant: Tenant,
+    *,
+    name: str,
+    partition_count: int,
+    replication_factor: int | None = None,
+    configs: Mapping[str, object] | None = None,
+) -> Topic:
+    try:
+        validate_topic_name(name)
+    except InvalidTopicName as exc:
+        raise InvalidInput(str(exc), field="name") from None
+    _check_partition_count(partition_count)
+    if replication_factor is None:
+        replication_factor = default_replication_factor()
+    if isinstance(replication_factor, bool) or not isinstance(replication_factor, int):
+        raise InvalidInput("replication_factor must be an integer", field="replication_factor")
+    max_rf = _max_replication_factor()
+    if not 1 <= replication_factor <= max(max_rf, 0):
+        raise InvalidInput(
+            f"replication_factor must be between 1 and {max_rf} (live brokers)"
+            if Broker.objects.exists()
+            else f"replication_factor must be between 1 and {max_rf}",
+            field="replication_factor",
+        )
+    parsed = _validated_configs(configs or {}, replication_factor)
+
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if Topic.objects.filter(tenant=tenant, name=name).exists():
+        raise AlreadyExists(f"topic {name!r} already exists", field="name")
+    collision = (
+        Topic.objects.filter(tenant=tenant, collision_key=topic_collision_key(name))
+        .values_list("name", flat=True)
+        .first()
+    )
+    if collision:
+        raise AlreadyExists(
+            f"topic {name!r} collides with existing topic {collision!r} "
+            "('.' and '_' are interchangeable in metric names)",
+            field="name",
+        )
+    _check_partition_budget(tenant, partition_count)
+    try:
+        with transaction.atomic():
+            topic = Topic.objects.create(
+                tenant=tenant,
+                name=name,
+                collision_key=topic_collision_key(name),
+                partition_count=partition_count,
+                replication_factor=replication_factor,
+                configs=parsed,
+            )
+    except IntegrityError:
+        raise AlreadyExists(f"topic {name!r} already exists", field="name") from None
+    _create_partitions(topic, 0, partition_count)
+    record_event(
+        actor,
+        tenant=tenant,
+        action="topic.create",
+        object_type="topic",
+        object_id=topic.topic_id,
+        object_repr=name,
+        after=topic_snapshot(topic),
+    )
+    notify_metadata_changed("topic.created", tenant=tenant.pk, topic_id=str(topic.topic_id))
+    return topic
+
+
+@transaction.atomic
+def alter_topic_configs(actor: Actor, topic: Topic, changes: Mapping[str, object | None]) -> Topic:
+    """Incremental alter: a value sets the override, ``None`` resets it to the default."""
+    topic = Topic.objects.select_for_update().get(pk=topic.pk)
+    before = topic_snapshot(topic)
+    merged: dict[str, object] = dict(topic.configs)
+    for key, value in changes.items():
+        if key not in TOPIC_CONFIGS:
+            raise InvalidInput(f"unknown topic config {key!r}", field=f"configs.{key}")
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    parsed = _validated_configs(merged, topic.replication_factor)
+    topic.configs = parsed
+    topic.save(update_fields=["configs", "updated_at"])
+    record_event(
+        actor,
+        tenant=topic.tenant,
+        action="topic.alter_configs",
+        object_type="topic",
+        object_id=topic.topic_id,
+        object_repr=topic.name,
+        before=before,
+        after=topic_snapshot(topic),
+    )
+    notify_metadata_changed(
+        "topic.configs_changed", tenant=topic.tenant_id, topic_id=str(topic.topic_id)
+    )
+    return topic
+
+
+@transaction.atomic
+def add_partitions(actor: Actor, topic: Topic, *, partition_count: int) -> Topic:
+    """Grow the topic to ``partition_count`` partitions (Kafka's CreatePartitions)."""
+    _check_partition_count(partition_count)
+    Tenant.objects.select_for_update().get(pk=topic.tenant_id)
+    topic = Topic.objects.select_for_update().get(pk=topic.pk)
+    if partition_count < topic.partition_count:
+        raise InvalidInput(
+            f"topic {topic.name!r} has {topic.partition_count} partitions; the count can "
+            f"only grow (asked for {partition_count})",
+            field="partition_count",
+        )
+    if partition_count == topic.partition_count:
+        raise InvalidInput(
+            f"topic {topic.name!r} already has {partition_count} partitions",
+            field="partition_count",
+        )
+    _check_partition_budget(topic.tenant, partition_count - topic.partition_count)
+    before = topic_snapshot(topic)
+    old_count = topic.partition_count
+    topic.partition_count = partition_count
+    topic.save(update_fields=["partition_count", "updated_at"])
+    _create_partitions(topic, old_count, partition_count)
+    record_event(
+        actor,
+        tenant=topic.tenant,
+        action="topic.add_partitions",
+        object_type="topic",
+        object_id=topic.topic_id,
+        object_repr=topic.name,
+        before=before,
+        after=topic_snapshot(topic),
+    )
+    notify_metadata_changed(
+        "topic.partitions_added", tenant=topic.tenant_id, topic_id=str(topic.topic_id)
+    )
+    return topic
+
+
+@transaction.atomic
+def delete_topic(actor: Actor, topic: Topic) -> None:
+    """Remove the topic from metadata; brokers delete its logs when they see it gone."""
+    topic = Topic.objects.select_for_update().get(pk=topic.pk)
+    before = topic_snapshot(topic)
+    record_event(
+        actor,
+        tenant=topic.tenant,
+        action="topic.delete",
+        object_type="topic",
+        object_id=topic.topic_id,
+        object_repr=topic.name,
+        before=before,
+    )
+    notify_metadata_changed("topic.deleted", tenant=topic.tenant_id, topic_id=str(topic.topic_id))
+    topic.delete()

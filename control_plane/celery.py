@@ -1,0 +1,25 @@
+"""The Celery application for the controller and maintenance jobs.
+
+Tasks are declared with explicit dotted names (``millrace.<app>.<verb>``) and take ids,
+never model instances. The broker is Redis with ``REDIS_URL`` and the filesystem
+transport without it (see settings).
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "control_plane.settings")
+
+app = Celery("millrace")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+app.conf.beat_schedule = {
+    "prune-audit-events": {
+        "task": "millrace.audit.prune_audit_events",
+        "schedule": 3600.0,
+    },
+}

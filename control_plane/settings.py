@@ -1,0 +1,320 @@
+"""Django settings for Millrace, read from the environment.
+
+Two shapes of deployment share this file:
+
+* **embedded** (no ``DATABASE_URL`` / ``REDIS_URL``): SQLite in WAL mode under
+  ``MILLRACE_DATA_DIR``, Channels' in-memory layer, a local-memory cache and Celery's
+  filesystem transport, so ``make run`` needs no server;
+* **services**: Postgres from ``DATABASE_URL`` and Redis from ``REDIS_URL`` for Celery,
+  Channels and the cache.
+
+``MILLRACE_ENV=production`` turns on the production checks: a real ``SECRET_KEY`` (or
+``SECRET_KEY_FILE``) is required, ``DEBUG`` must be off, ``ALLOWED_HOSTS`` must be set,
+and cookies/HSTS/SSL redirect are hardened. Nothing outside this module branches on
+which backend is in use.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from control_plane.env import envbool, envint, envlist, envpath, envsecret, envstr
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+MILLRACE_ENV = envstr("MILLRACE_ENV", "development")
+if MILLRACE_ENV not in {"development", "production"}:
+    raise ImproperlyConfigured(
+        f"MILLRACE_ENV must be 'development' or 'production', got {MILLRACE_ENV!r}"
+    )
+PRODUCTION = MILLRACE_ENV == "production"
+
+DEBUG = envbool("DEBUG", default=not PRODUCTION)
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("DEBUG must be off when MILLRACE_ENV=production")
+
+DATA_DIR = envpath("MILLRACE_DATA_DIR", BASE_DIR / "data")
+
+
+def _is_insecure_secret(value: str) -> bool:
+    return (
+        len(value) < 50
+        or len(set(value)) < 5
+        or value.startswith("django-insecure")
+        or value.lower() in {"changeme", "secret", "please-change-me"}
+    )
+
+
+def _development_secret_key() -> str:
+    """A random key kept in the data dir so sessions survive restarts of ``make run``."""
+    path = DATA_DIR / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(64)
+    path.touch(mode=0o600)
+    path.write_text(key)
+    return key
+
+
+_secret = envsecret("SECRET_KEY")
+if PRODUCTION:
+    if not _secret:
+        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) is required in production")
+    if _is_insecure_secret(_secret):
+        raise ImproperlyConfigured(
+            "SECRET_KEY is insecure: use at least 50 random characters "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(64))')"
+        )
+SECRET_KEY = _secret or _development_secret_key()
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS is required in production")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "control_plane.core",
+    "control_plane.tenancy",
+    "control_plane.catalog",
+    "control_plane.access",
+    "control_plane.audit",
+    "control_plane.api",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "control_plane.urls"
+WSGI_APPLICATION = "control_plane.wsgi.application"
+ASGI_APPLICATION = "control_plane.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "frontend.context_processors.tenants",
+            ],
+        },
+    },
+]
+
+# --- metadata store -------------------------------------------------------------------
+DATABASE_URL = envstr("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {
+        "default": dj_database_url.parse(
+            DATABASE_URL,
+            conn_max_age=envint("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+            conn_health_checks=True,
+        )
+    }
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(DATA_DIR / "millrace.sqlite3"),
+            "OPTIONS": {
+                # WAL lets the web app, worker and beat read while one of them writes.
+                "init_command": (
+                    "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
+                ),
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+EMBEDDED_DATABASE = not DATABASE_URL
+
+# --- Redis: Celery, Channels, cache ---------------------------------------------------
+REDIS_URL = envstr("REDIS_URL")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "millrace",
+        }
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": "millrace:channels"},
+        }
+    }
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"global_keyprefix": "millrace:"}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Celery's filesystem transport: a queue in a folder, shared by every local process.
+    _celery_dir = DATA_DIR / "celery" / "queue"
+    _celery_dir.mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_celery_dir),
+        "data_folder_out": str(_celery_dir),
+        "store_processed": False,
+        "polling_interval": 0.5,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "millrace"
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_TIMEZONE = "UTC"
+
+# --- auth -----------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]
+LOGIN_URL = "frontend:login"
+LOGIN_REDIRECT_URL = "frontend:home"
+LOGOUT_REDIRECT_URL = "frontend:login"
+
+# --- API keys ---------------------------------------------------------------------------
+# SCRAM iteration count for new keys (Kafka's minimum is 4096).
+MILLRACE_SCRAM_ITERATIONS = envint("MILLRACE_SCRAM_ITERATIONS", 4096, minimum=4096)
+# How long a verified key:secret pair is remembered in-process, so the slow hash runs
+# once per key per window rather than once per HTTP request. Revocation and expiry are
+# still checked against the database on every request.
+MILLRACE_API_KEY_CACHE_SECONDS = envint("MILLRACE_API_KEY_CACHE_SECONDS", 60, minimum=0)
+MILLRACE_AUTH_FAILURES_PER_MINUTE = envint("MILLRACE_AUTH_FAILURES_PER_MINUTE", 20, minimum=1)
+
+# --- tenant defaults (operators change per tenant) -------------------------------------
+MILLRACE_DEFAULT_TENANT_LIMITS = {
+    "max_partitions": envint("MILLRACE_DEFAULT_MAX_PARTITIONS", 1000, minimum=1),
+    "max_storage_bytes": envint("MILLRACE_DEFAULT_MAX_STORAGE_BYTES", 100 * 2**30, minimum=1),
+    "produce_byte_rate": envint("MILLRACE_DEFAULT_PRODUCE_BYTE_RATE", 50 * 2**20, minimum=1),
+    "fetch_byte_rate": envint("MILLRACE_DEFAULT_FETCH_BYTE_RATE", 100 * 2**20, minimum=1),
+}
+# Replication factor bounds while no broker has registered yet; afterwards live brokers
+# bound it. New topics default to min(default, live brokers).
+MILLRACE_MAX_REPLICATION_FACTOR = envint("MILLRACE_MAX_REPLICATION_FACTOR", 3, minimum=1)
+MILLRACE_DEFAULT_REPLICATION_FACTOR = envint("MILLRACE_DEFAULT_REPLICATION_FACTOR", 3, minimum=1)
+MILLRACE_BROKER_LEASE_SECONDS = envint("MILLRACE_BROKER_LEASE_SECONDS", 10, minimum=1)
+MILLRACE_AUDIT_RETENTION_DAYS = envint("MILLRACE_AUDIT_RETENTION_DAYS", 365, minimum=1)
+
+# --- REST API -----------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "control_plane.api.authentication.ApiKeyAuthentication",
+        "control_plane.api.authentication.CsrfSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "control_plane.api.pagination.Pagination",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "control_plane.api.errors.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_THROTTLE_RATES": {"login": envstr("MILLRACE_LOGIN_RATE", "10/min")},
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+if DEBUG:
+    REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"].append(
+        "rest_framework.renderers.BrowsableAPIRenderer"
+    )
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Millrace admin API",
+    "DESCRIPTION": (
+        "Tenants, members, topics, service accounts, API keys, ACLs and the audit log. "
+        "Authenticate with a console session or an API key (HTTP Basic key:secret, or "
+        "Bearer key.secret)."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+}
+
+# --- i18n, static ------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+WHITENOISE_USE_FINDERS = not PRODUCTION
+
+# --- security -----------------------------------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", False)
+    # Behind a TLS-terminating proxy (ingress) that sets X-Forwarded-Proto.
+    if envbool("SECURE_PROXY_SSL_HEADER", True):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Reverse proxies in front of the web tier that may set X-Forwarded-For (audit source IP).
+MILLRACE_TRUSTED_PROXIES = envint("MILLRACE_TRUSTED_PROXIES", 0, minimum=0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

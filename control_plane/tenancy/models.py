@@ -1,0 +1,96 @@
+"""Tenants (virtual clusters) and the people who belong to them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+SLUG_VALIDATOR = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
+    "use 1-50 lowercase letters, digits and hyphens, starting and ending with a letter or digit",
+)
+
+
+def _default_limit(name: str) -> int:
+    return int(settings.MILLRACE_DEFAULT_TENANT_LIMITS[name])
+
+
+def default_max_partitions() -> int:
+    return _default_limit("max_partitions")
+
+
+def default_max_storage_bytes() -> int:
+    return _default_limit("max_storage_bytes")
+
+
+def default_produce_byte_rate() -> int:
+    return _default_limit("produce_byte_rate")
+
+
+def default_fetch_byte_rate() -> int:
+    return _default_limit("fetch_byte_rate")
+
+
+class Tenant(models.Model):
+    """A team's virtual cluster: every topic, group and key name resolves inside one.
+
+    Limits are set by operators (staff); the data plane enforces byte rates (Step 3).
+    """
+
+    slug = models.SlugField(max_length=50, unique=True, validators=[SLUG_VALIDATOR])
+    name = models.CharField(max_length=200)
+    max_partitions = models.PositiveIntegerField(
+        default=default_max_partitions, validators=[MinValueValidator(1)]
+    )
+    max_storage_bytes = models.PositiveBigIntegerField(
+        default=default_max_storage_bytes, validators=[MinValueValidator(1)]
+    )
+    produce_byte_rate = models.PositiveBigIntegerField(
+        default=default_produce_byte_rate, validators=[MinValueValidator(1)]
+    )
+    fetch_byte_rate = models.PositiveBigIntegerField(
+        default=default_fetch_byte_rate, validators=[MinValueValidator(1)]
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Role(models.TextChoices):
+    """Tenant roles, weakest first; see docs/api.md for the matrix."""
+
+    VIEWER = "viewer", "Viewer"
+    DEVELOPER = "developer", "Developer"
+    ADMIN = "admin", "Admin"
+    OWNER = "owner", "Owner"
+
+    @classmethod
+    def rank(cls, role: str) -> int:
+        return [c.value for c in cls].index(role)
+
+    @classmethod
+    def at_least(cls, role: str, minimum: str) -> bool:
+        return cls.rank(role) >= cls.rank(minimum)
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user"], name="membership_unique_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} ({self.role})"

@@ -1,0 +1,216 @@
+"""Use cases for tenants and memberships. Every write records an audit event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from control_plane.audit.services import record_event
+from control_plane.core.actor import Actor
+from control_plane.core.errors import AlreadyExists, InvalidInput, NotPermitted
+from control_plane.tenancy.models import SLUG_VALIDATOR, Membership, Role, Tenant
+
+LIMIT_FIELDS = ("max_partitions", "max_storage_bytes", "produce_byte_rate", "fetch_byte_rate")
+
+
+def tenant_snapshot(tenant: Tenant) -> dict[str, Any]:
+    return {
+        "slug": tenant.slug,
+        "name": tenant.name,
+        **{field: getattr(tenant, field) for field in LIMIT_FIELDS},
+    }
+
+
+def membership_snapshot(membership: Membership) -> dict[str, Any]:
+    return {"user": membership.user.get_username(), "role": membership.role}
+
+
+def role_of(user: AbstractBaseUser | None, tenant: Tenant) -> str | None:
+    """The user's role in the tenant, or None when they are not a member."""
+    if user is None or not user.is_authenticated:
+        return None
+    membership = Membership.objects.filter(tenant=tenant, user=user).only("role").first()
+    return membership.role if membership else None
+
+
+def _check_limits(limits: dict[str, int]) -> None:
+    for field, value in limits.items():
+        if field not in LIMIT_FIELDS:
+            raise InvalidInput(f"unknown limit {field!r}", field=field)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInput(f"{field} must be a positive integer", field=field)
+
+
+@transaction.atomic
+def create_tenant(
+    actor: Actor,
+    *,
+    slug: str,
+    name: str,
+    owner: AbstractBaseUser | None = None,
+    limits: dict[str, int] | None = None,
+) -> Tenant:
+    """Create a tenant (operators only); ``owner`` becomes its first owner."""
+    if actor.api_key is not None or (actor.user is not None and not actor.is_staff):
+        raise NotPermitted("only operators (staff) can create tenants")
+    try:
+        SLUG_VALIDATOR(slug)
+    except ValidationError as exc:
+        raise InvalidInput(exc.messages[0], field="slug") from None
+    if not name.strip():
+        raise InvalidInput("name must not be empty", field="name")
+    limits = limits or {}
+    _check_limits(limits)
+    if Tenant.objects.filter(slug=slug).exists():
+        raise AlreadyExists(f"a tenant with slug {slug!r} already exists", field="slug")
+    try:
+        with transaction.atomic():
+            tenant = Tenant.objects.create(slug=slug, name=name.strip(), **limits)
+    except IntegrityError:
+        raise AlreadyExists(f"a tenant with slug {slug!r} already exists", field="slug") from None
+    record_event(
+        actor,
+        tenant=tenant,
+        action="tenant.create",
+        object_type="tenant",
+        object_id=tenant.pk,
+        object_repr=tenant.slug,
+        after=tenant_snapshot(tenant),
+    )
+    if owner is not None:
+        add_member(Actor.system(), tenant, user=owner, role=Role.OWNER)
+    return tenant
+
+
+@transaction.atomic
+def update_tenant(
+    actor: Actor, tenant: Tenant, *, name: str | None = None, limits: dict[str, int] | None = None
+) -> Tenant:
+    """Rename (owners) or change limits (operators only)."""
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    before = tenant_snapshot(tenant)
+    if limits:
+        if not actor.is_staff:
+            raise NotPermitted("only operators (staff) can change tenant limits")
+        _check_limits(limits)
+        for field, value in limits.items():
+            setattr(tenant, field, value)
+    if name is not None:
+        if not actor.is_staff and role_of(actor.user, tenant) != Role.OWNER:
+            raise NotPermitted("only owners can rename a tenant")
+        if not name.strip():
+            raise InvalidInput("name must not be empty", field="name")
+        tenant.name = name.strip()
+    tenant.save()
+    record_event(
+        actor,
+        tenant=tenant,
+        action="tenant.update",
+        object_type="tenant",
+        object_id=tenant.pk,
+        object_repr=tenant.slug,
+        before=before,
+        after=tenant_snapshot(tenant),
+    )
+    return tenant
+
+
+def _actor_may_manage(actor: Actor, tenant: Tenant, *, target_role: str) -> None:
+    """Admins manage members up to admin; only owners (or the system) touch owners."""
+    if actor.user is None and actor.api_key is None:
+        return  # system
+    if actor.api_key is not None:
+        raise NotPermitted("API keys cannot manage tenant members")
+    role = role_of(actor.user, tenant)
+    if role is None or not Role.at_least(role, Role.ADMIN):
+        raise NotPermitted("managing members needs the admin or owner role")
+    if target_role == Role.OWNER and role != Role.OWNER:
+        raise NotPermitted("only owners can grant, change or remove the owner role")
+
+
+def _validate_role(role: str) -> None:
+    if role not in Role.values:
+        raise InvalidInput(f"role must be one of: {', '.join(Role.values)}", field="role")
+
+
+@transaction.atomic
+def add_member(actor: Actor, tenant: Tenant, *, user: AbstractBaseUser, role: str) -> Membership:
+    _validate_role(role)
+    _actor_may_manage(actor, tenant, target_role=role)
+    if Membership.objects.filter(tenant=tenant, user=user).exists():
+        raise AlreadyExists(
+            f"{user.get_username()} is already a member of {tenant.slug}", field="username"
+        )
+    membership = Membership.objects.create(tenant=tenant, user=user, role=role)
+    record_event(
+        actor,
+        tenant=tenant,
+        action="member.add",
+        object_type="membership",
+        object_id=membership.pk,
+        object_repr=user.get_username(),
+        after=membership_snapshot(membership),
+    )
+    return membership
+
+
+def _ensure_owner_remains(membership: Membership) -> None:
+    others = Membership.objects.filter(tenant=membership.tenant, role=Role.OWNER).exclude(
+        pk=membership.pk
+    )
+    if membership.role == Role.OWNER and not others.exists():
+        raise InvalidInput("a tenant must keep at least one owner", field="role")
+
+
+@transaction.atomic
+def change_member_role(actor: Actor, membership: Membership, *, role: str) -> Membership:
+    _validate_role(role)
+    membership = Membership.objects.select_for_update().get(pk=membership.pk)
+    _actor_may_manage(actor, membership.tenant, target_role=membership.role)
+    _actor_may_manage(actor, membership.tenant, target_role=role)
+    before = membership_snapshot(membership)
+    if role != Role.OWNER:
+        _ensure_owner_remains(membership)
+    membership.role = role
+    membership.save(update_fields=["role"])
+    record_event(
+        actor,
+        tenant=membership.tenant,
+        action="member.change_role",
+        object_type="membership",
+        object_id=membership.pk,
+        object_repr=membership.user.get_username(),
+        before=before,
+        after=membership_snapshot(membership),
+    )
+    return membership
+
+
+@transaction.atomic
+def remove_member(actor: Actor, membership: Membership) -> None:
+    membership = Membership.objects.select_for_update().get(pk=membership.pk)
+    _actor_may_manage(actor, membership.tenant, target_role=membership.role)
+    _ensure_owner_remains(membership)
+    before = membership_snapshot(membership)
+    record_event(
+        actor,
+        tenant=membership.tenant,
+        action="member.remove",
+        object_type="membership",
+        object_id=membership.pk,
+        object_repr=membership.user.get_username(),
+        before=before,
+    )
+    membership.delete()
+
+
+def find_user(username: str) -> AbstractBaseUser:
+    user_model = get_user_model()
+    try:
+        return user_model.objects.get(**{user_model.USERNAME_FIELD: username})
+    except user_model.DoesNotExist:
+        raise InvalidInput(f"no user named {username!r}", field="username") from None

@@ -1,0 +1,19 @@
+"""Root URLs: console, admin API, API schema and docs, Django admin, health."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from control_plane.core import views as core_views
+
+urlpatterns = [
+    path("api/v1/", include("control_plane.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("admin/", admin.site.urls),
+    path("healthz", core_views.healthz, name="healthz"),
+    path("", include("frontend.urls")),
+]
+
+handler404 = "control_plane.core.views.not_found"
+handler500 = "control_plane.core.views.server_error"

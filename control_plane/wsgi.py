@@ -1,0 +1,11 @@
+"""WSGI entry point (management tooling and WSGI servers); production serves ``asgi``."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "control_plane.settings")
+
+application = get_wsgi_application()

@@ -1,0 +1,39 @@
+"""data_plane's pure modules import no Django, Celery, Channels, DRF or control_plane."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN = ("django", "celery", "channels", "rest_framework", "control_plane", "kombu")
+PURE = sorted(
+    p
+    for p in (ROOT / "data_plane").rglob("*.py")
+    # Adapters that may touch Django live in data_plane/{broker,controller,...} later;
+    # records, log, protocol and the top-level modules are pure.
+    if p.parent == ROOT / "data_plane" or p.parts[-2] in {"records", "log", "protocol"}
+)
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_there_are_pure_modules_to_check():
+    assert PURE, "expected data_plane modules"
+
+
+@pytest.mark.parametrize("path", PURE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pure_module_imports(path):
+    bad = {m for m in imported_modules(path) if m.split(".")[0] in FORBIDDEN}
+    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
