@@ -183,11 +183,14 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     # Celery's filesystem transport: a queue in a folder, shared by every local process.
     _celery_dir = DATA_DIR / "celery" / "queue"
+    _celery_control_dir = DATA_DIR / "celery" / "control"
     _celery_dir.mkdir(parents=True, exist_ok=True)
+    _celery_control_dir.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_celery_dir),
         "data_folder_out": str(_celery_dir),
+        "control_folder": str(_celery_control_dir),
         "store_processed": False,
         "polling_interval": 0.5,
     }
@@ -248,7 +251,6 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "control_plane.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_THROTTLE_RATES": {"login": envstr("MILLRACE_LOGIN_RATE", "10/min")},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 if DEBUG:
@@ -277,8 +279,10 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Build output (collectstatic), kept apart from runtime state in the data dir.
+STATIC_ROOT = envpath("STATIC_ROOT", BASE_DIR / "staticfiles")
+if not PRODUCTION:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns when it is missing
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -1,7 +1,7 @@
 """Root URLs: console, admin API, API schema and docs, Django admin, health."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from control_plane.core import views as core_views
@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("admin/", admin.site.urls),
+    re_path(r"^api/", core_views.api_not_found),
     path("healthz", core_views.healthz, name="healthz"),
     path("", include("frontend.urls")),
 ]

@@ -1,4 +1,4 @@
-"""The authorizer as a matrix: pattern types, allow vs deny, wildcards, implication, default deny."""
+"""The authorizer as a matrix: patterns, allow vs deny, wildcards, implication, default deny."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from data_plane.acl import (
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = Permission.ALLOW, Permission.DENY
-O = Operation
+O = Operation  # noqa: E741
 
 
 def acl(principal, rtype, ptype, name, op, perm=ALLOW, host="*"):

@@ -96,7 +96,7 @@ def test_min_insync_cannot_exceed_replication_factor():
 
 
 def test_every_default_is_valid_and_effective_configs_fill_defaults():
-    for name, definition in TOPIC_CONFIGS.items():
+    for definition in TOPIC_CONFIGS.values():
         assert (
             definition.parse(definition.to_kafka_string(definition.default)) == definition.default
         )

@@ -1,16 +1,17 @@
 from django.contrib import admin
 
-from control_plane.access.models import ApiKey, ServiceAccount
+from control_plane.access.models import Acl, ApiKey, ServiceAccount
+from control_plane.core.admin_mixins import ReadOnlyAdmin
 
 
 @admin.register(ServiceAccount)
-class ServiceAccountAdmin(admin.ModelAdmin):
+class ServiceAccountAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ["name", "tenant", "created_at"]
     list_filter = ["tenant"]
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = [
         "key_id",
         "service_account",
@@ -20,7 +21,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "revoked_at",
     ]
     list_filter = ["tenant"]
-    # Only metadata: the stored credentials are not shown, and keys are made by services.
+    # Metadata only: the stored credentials are not shown.
     fields = [
         "key_id",
         "service_account",
@@ -30,7 +31,18 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "expires_at",
         "revoked_at",
     ]
-    readonly_fields = fields
 
-    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
-        return False
+
+@admin.register(Acl)
+class AclAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    list_display = [
+        "tenant",
+        "service_account",
+        "permission",
+        "operation",
+        "resource_type",
+        "pattern_type",
+        "resource_name",
+        "host",
+    ]
+    list_filter = ["tenant", "resource_type", "permission"]

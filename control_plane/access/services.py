@@ -23,6 +23,7 @@ from control_plane.access.models import SERVICE_ACCOUNT_NAME_REGEX, Acl, ApiKey,
 from control_plane.audit.services import record_event
 from control_plane.core.actor import Actor
 from control_plane.core.errors import AlreadyExists, InvalidInput
+from control_plane.core.notify import notify_metadata_changed
 from control_plane.tenancy.models import Tenant
 from data_plane.acl import (
     WILDCARD_HOST,
@@ -154,6 +155,7 @@ def delete_service_account(actor: Actor, sa: ServiceAccount) -> None:
         object_repr=sa.name,
         before=service_account_snapshot(sa),
     )
+    notify_metadata_changed("access.service_account_deleted", tenant=sa.tenant_id)
     sa.delete()
 
 
@@ -216,6 +218,7 @@ def revoke_api_key(actor: Actor, key: ApiKey) -> ApiKey:
     )
     key.refresh_from_db()
     if updated:
+        notify_metadata_changed("access.api_key_revoked", tenant=key.tenant_id, key_id=key.key_id)
         record_event(
             actor,
             tenant=key.tenant,
@@ -337,6 +340,7 @@ def create_acl(
         object_repr=str(acl),
         after=acl_snapshot(acl),
     )
+    notify_metadata_changed("access.acls_changed", tenant=tenant.pk)
     return acl
 
 
@@ -351,6 +355,7 @@ def delete_acl(actor: Actor, acl: Acl) -> None:
         object_repr=str(acl),
         before=acl_snapshot(acl),
     )
+    notify_metadata_changed("access.acls_changed", tenant=acl.tenant_id)
     acl.delete()
 
 

@@ -44,7 +44,7 @@ class ApiKeyUser:
 
 
 class Throttled(exceptions.Throttled):
-    default_detail = "too many failed authentication attempts; retry later"
+    default_detail = "Too many failed authentication attempts."
 
 
 def _parse(header: str) -> tuple[str, str] | None:
@@ -86,7 +86,8 @@ class ApiKeyAuthentication(BaseAuthentication):
         return ApiKeyUser(key), key
 
     def authenticate_header(self, request: Request) -> str:
-        return 'Basic realm="millrace"'
+        # Bearer, not Basic: a Basic challenge makes browsers pop up a password dialog.
+        return 'Bearer realm="millrace"'
 
 
 class CsrfSessionAuthentication(SessionAuthentication):

@@ -5,16 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404, HttpRequest, JsonResponse
-from rest_framework import exceptions, status
+from django.http import Http404
+from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from control_plane.core.errors import ServiceError
-
-
-def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "details": details or {}}}
+from control_plane.core.errors import ServiceError, error_body
 
 
 def _first_message(detail: Any, path: str = "") -> str:
@@ -50,17 +46,3 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         message = str(exc.detail) if not isinstance(exc.detail, (dict, list)) else code
         response.data = error_body(code, message)
     return response
-
-
-def api_404(request: HttpRequest, exception: Exception | None = None) -> JsonResponse | None:
-    return JsonResponse(
-        error_body("not_found", f"no API endpoint at {request.path}"),
-        status=status.HTTP_404_NOT_FOUND,
-    )
-
-
-def api_500(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(
-        error_body("server_error", "internal server error; it has been logged"),
-        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
-    )

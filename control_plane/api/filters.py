@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import django_filters
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from rest_framework.exceptions import ValidationError
 
 from control_plane.access.models import Acl, ApiKey
 from control_plane.audit.models import AuditEvent
@@ -59,9 +63,21 @@ class AclFilter(django_filters.FilterSet):
         return queryset.filter(service_account__name=value.removeprefix("User:"))
 
 
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """ISO 8601 with any offset, compared in UTC (Postgres rejects offsets past ±15:59)."""
+
+    def filter(self, qs: QuerySet[Any], value: datetime | None) -> QuerySet[Any]:
+        if value is not None:
+            try:
+                value = value.astimezone(UTC)
+            except OverflowError:
+                raise ValidationError({self.field_name: ["date is out of range"]}) from None
+        return super().filter(qs, value)
+
+
 class AuditEventFilter(django_filters.FilterSet):
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
     action = django_filters.CharFilter()
     action_prefix = django_filters.CharFilter(field_name="action", lookup_expr="startswith")
 

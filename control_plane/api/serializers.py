@@ -104,7 +104,7 @@ class ConfigValueField(serializers.JSONField):
     }
 )
 class ConfigMapField(serializers.DictField):
-    child = ConfigValueField()
+    child = ConfigValueField(allow_null=True)
 
 
 class TopicSerializer(serializers.ModelSerializer):

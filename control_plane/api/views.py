@@ -86,10 +86,10 @@ class TenantViewSet(
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         actor = request_actor(request)
+        if actor.api_key is not None or not actor.is_staff:
+            raise exceptions.PermissionDenied("only operators (staff) can create tenants")
         owner_name = data.pop("owner", None)
-        owner = tenancy_services.find_user(owner_name) if owner_name else actor.user
-        if isinstance(request.auth, ApiKey):
-            owner = None
+        owner = tenancy_services.find_user(owner_name, field="owner") if owner_name else actor.user
         tenant = tenancy_services.create_tenant(
             actor, slug=data.pop("slug"), name=data.pop("name"), owner=owner, limits=data
         )
@@ -100,12 +100,13 @@ class TenantViewSet(
         serializer = s.TenantUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        if isinstance(request.auth, ApiKey):
+        actor = request_actor(request)
+        if actor.api_key is not None:
             raise exceptions.PermissionDenied("API keys cannot change tenants")
+        if not actor.is_staff and tenancy_services.role_of(actor.user, tenant) != Role.OWNER:
+            raise exceptions.PermissionDenied("changing a tenant needs the owner role")
         name = data.pop("name", None)
-        tenant = tenancy_services.update_tenant(
-            request_actor(request), tenant, name=name, limits=data
-        )
+        tenant = tenancy_services.update_tenant(actor, tenant, name=name, limits=data)
         return Response(self._render(tenant))
 
     def _render(self, tenant: Tenant) -> dict[str, Any]:
@@ -458,6 +459,10 @@ class LoginView(APIView):
 
     authentication_classes: list[type] = []
     permission_classes = [permissions.AllowAny]
+
+    def get_authenticate_header(self, request: Request) -> str:
+        # 401 needs a challenge; a non-HTTP scheme keeps browsers from prompting.
+        return "Session"
 
     @extend_schema(request=s.LoginSerializer, responses=s.MeSerializer)
     def post(self, request: Request) -> Response:

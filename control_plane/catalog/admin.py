@@ -1,19 +1,16 @@
 from django.contrib import admin
 
 from control_plane.catalog.models import Broker, Topic
+from control_plane.core.admin_mixins import ReadOnlyAdmin
 
 
 @admin.register(Topic)
-class TopicAdmin(admin.ModelAdmin):
+class TopicAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ["name", "tenant", "partition_count", "replication_factor", "topic_id"]
     list_filter = ["tenant"]
     search_fields = ["name"]
-    readonly_fields = ["topic_id", "collision_key", "partition_count", "replication_factor"]
-
-    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
-        return False  # topics are created through services (validation, limits, audit)
 
 
 @admin.register(Broker)
-class BrokerAdmin(admin.ModelAdmin):
+class BrokerAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ["id", "host", "port", "rack", "state", "last_heartbeat"]

@@ -16,9 +16,9 @@ from django.db.models import Sum
 
 from control_plane.audit.services import record_event
 from control_plane.catalog.models import Broker, Partition, Topic
-from control_plane.catalog.notify import notify_metadata_changed
 from control_plane.core.actor import Actor
 from control_plane.core.errors import AlreadyExists, InvalidInput, LimitExceeded
+from control_plane.core.notify import notify_metadata_changed
 from control_plane.tenancy.models import Tenant
 from data_plane.topic_config import (
     TOPIC_CONFIGS,
@@ -113,7 +113,12 @@ def create_topic(
     if isinstance(replication_factor, bool) or not isinstance(replication_factor, int):
         raise InvalidInput("replication_factor must be an integer", field="replication_factor")
     max_rf = _max_replication_factor()
-    if not 1 <= replication_factor <= max(max_rf, 0):
+    if max_rf == 0:
+        raise InvalidInput(
+            "no broker is alive to host replicas; try again when brokers are up",
+            field="replication_factor",
+        )
+    if not 1 <= replication_factor <= max_rf:
         raise InvalidInput(
             f"replication_factor must be between 1 and {max_rf} (live brokers)"
             if Broker.objects.exists()

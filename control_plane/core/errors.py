@@ -6,6 +6,13 @@ Service functions validate everything before writing, so raising one of these in
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    """The API's error body: ``{"error": {"code", "message", "details"}}``."""
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
 
 class ServiceError(Exception):
     status = 400

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from django.views.decorators.http import require_GET
 
-from control_plane.api.errors import api_404, api_500
+from control_plane.core.errors import error_body
 
 
 @require_GET
@@ -18,13 +18,18 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok", "database": connection.vendor})
 
 
+def api_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return JsonResponse(error_body("not_found", f"no API endpoint at {request.path}"), status=404)
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
-        return api_404(request, exception)
+        return api_not_found(request, exception)
     return defaults.page_not_found(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if request.path.startswith("/api/"):
-        return api_500(request)
+        body = error_body("server_error", "internal server error; it has been logged")
+        return JsonResponse(body, status=500)
     return defaults.server_error(request)

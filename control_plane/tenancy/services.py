@@ -105,6 +105,8 @@ def update_tenant(
         if not name.strip():
             raise InvalidInput("name must not be empty", field="name")
         tenant.name = name.strip()
+    if tenant_snapshot(tenant) == before:
+        return tenant  # nothing changed: no write, no event
     tenant.save()
     record_event(
         actor,
@@ -208,9 +210,9 @@ def remove_member(actor: Actor, membership: Membership) -> None:
     membership.delete()
 
 
-def find_user(username: str) -> AbstractBaseUser:
+def find_user(username: str, *, field: str = "username") -> AbstractBaseUser:
     user_model = get_user_model()
     try:
         return user_model.objects.get(**{user_model.USERNAME_FIELD: username})
     except user_model.DoesNotExist:
-        raise InvalidInput(f"no user named {username!r}", field="username") from None
+        raise InvalidInput(f"no user named {username!r}", field=field) from None

@@ -1,4 +1,4 @@
-"""Telling brokers that topic metadata changed.
+"""Telling brokers that metadata changed (topics, and the keys and ACLs they enforce).
 
 On Postgres a change is announced with ``pg_notify`` on the ``millrace_metadata``
 channel after the transaction commits; brokers LISTEN and refresh their cache (Step 3).

@@ -1,0 +1,212 @@
+"""The role matrix for users, and ACL-driven access for API keys (docs/api.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from control_plane.access import services as access_services
+from control_plane.catalog import services as catalog_services
+from tests.conftest import SYSTEM, session_client
+
+T = "/api/v1/tenants/acme"
+
+# (method, path, body, minimum role)
+MUTATIONS = [
+    ("post", f"{T}/topics/", {"name": "new-topic", "partition_count": 1}, "developer"),
+    ("patch", f"{T}/topics/orders/configs/", {"retention.ms": 60000}, "developer"),
+    ("post", f"{T}/topics/orders/partitions/", {"partition_count": 3}, "developer"),
+    ("delete", f"{T}/topics/orders/", None, "developer"),
+    ("post", f"{T}/service-accounts/", {"name": "new-sa"}, "admin"),
+    ("patch", f"{T}/service-accounts/app/", {"description": "x"}, "admin"),
+    ("post", f"{T}/api-keys/", {"service_account": "app"}, "admin"),
+    (
+        "post",
+        f"{T}/acls/",
+        {
+            "principal": "User:app",
+            "resource_type": "topic",
+            "resource_name": "orders",
+            "operation": "read",
+        },
+        "admin",
+    ),
+    ("post", f"{T}/members/", {"username": "newbie", "role": "viewer"}, "admin"),
+    ("delete", f"{T}/service-accounts/app/", None, "admin"),
+]
+READS = [
+    (f"{T}/topics/", "viewer"),
+    (f"{T}/topics/orders/", "viewer"),
+    (f"{T}/topics/orders/configs/", "viewer"),
+    (f"{T}/topics/orders/partitions/", "viewer"),
+    (f"{T}/service-accounts/", "viewer"),
+    (f"{T}/api-keys/", "viewer"),
+    (f"{T}/acls/", "viewer"),
+    (f"{T}/members/", "viewer"),
+    (f"{T}/audit-events/", "admin"),
+]
+RANK = ["viewer", "developer", "admin", "owner"]
+
+
+@pytest.fixture
+def world(tenant_a, owner, admin_user, developer, viewer):
+    from tests.conftest import make_user
+
+    make_user("newbie")
+    catalog_services.create_topic(SYSTEM, tenant_a, name="orders", partition_count=1)
+    access_services.create_service_account(SYSTEM, tenant_a, name="app")
+    return {"owner": owner, "admin": admin_user, "developer": developer, "viewer": viewer}
+
+
+@pytest.mark.parametrize("role", RANK)
+@pytest.mark.parametrize(("method", "path", "body", "minimum"), MUTATIONS)
+def test_mutation_needs_role(world, role, method, path, body, minimum):
+    client = session_client(world[role])
+    response = getattr(client, method)(path, body, format="json")
+    if RANK.index(role) >= RANK.index(minimum):
+        assert response.status_code in (200, 201, 204), response.content
+    else:
+        assert response.status_code == 403, response.content
+        assert response.json()["error"]["code"] == "permission_denied"
+
+
+@pytest.mark.parametrize("role", RANK)
+@pytest.mark.parametrize(("path", "minimum"), READS)
+def test_read_needs_role(world, role, path, minimum):
+    response = session_client(world[role]).get(path)
+    expected = 200 if RANK.index(role) >= RANK.index(minimum) else 403
+    assert response.status_code == expected, response.content
+
+
+def test_admin_cannot_grant_or_touch_owner(world, tenant_a):
+    admin = session_client(world["admin"])
+    grant = admin.post(f"{T}/members/", {"username": "newbie", "role": "owner"}, format="json")
+    assert grant.status_code == 403
+    owner_id = tenant_a.memberships.get(user=world["owner"]).pk
+    assert (
+        admin.patch(f"{T}/members/{owner_id}/", {"role": "viewer"}, format="json").status_code
+        == 403
+    )
+    assert admin.delete(f"{T}/members/{owner_id}/").status_code == 403
+    owner = session_client(world["owner"])
+    assert (
+        owner.post(
+            f"{T}/members/", {"username": "newbie", "role": "owner"}, format="json"
+        ).status_code
+        == 201
+    )
+
+
+def test_last_owner_cannot_leave_or_be_demoted(world, tenant_a):
+    owner = session_client(world["owner"])
+    owner_id = tenant_a.memberships.get(user=world["owner"]).pk
+    response = owner.patch(f"{T}/members/{owner_id}/", {"role": "admin"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["details"] == {
+        "role": ["a tenant must keep at least one owner"]
+    }
+    assert owner.delete(f"{T}/members/{owner_id}/").status_code == 400
+
+
+def test_only_owner_renames_and_only_staff_changes_limits(world, operator, tenant_a):
+    assert (
+        session_client(world["admin"]).patch(f"{T}/", {"name": "New"}, format="json").status_code
+        == 403
+    )
+    response = session_client(world["owner"]).patch(f"{T}/", {"name": "Acme Inc"}, format="json")
+    assert response.status_code == 200 and response.json()["name"] == "Acme Inc"
+    assert (
+        session_client(world["owner"])
+        .patch(f"{T}/", {"max_partitions": 99999}, format="json")
+        .status_code
+        == 403
+    )
+    # Operators manage tenants without being members.
+    response = session_client(operator).patch(f"{T}/", {"max_partitions": 5}, format="json")
+    assert response.status_code == 200 and response.json()["max_partitions"] == 5
+
+
+def test_only_staff_create_tenants(world, operator):
+    body = {"slug": "initech", "name": "Initech"}
+    assert (
+        session_client(world["owner"]).post("/api/v1/tenants/", body, format="json").status_code
+        == 403
+    )
+    response = session_client(operator).post("/api/v1/tenants/", body, format="json")
+    assert response.status_code == 201
+    assert response.json()["role"] == "owner"  # the creating operator becomes its owner
+
+
+# --- API keys: what the ACLs allow, nothing more ------------------------------------------
+
+
+def test_key_without_acls_is_denied_everything(world, tenant_a, make_key):
+    client, _, _ = make_key(tenant_a)
+    assert client.get(f"{T}/topics/").json()["results"] == []
+    for method, path, body, _ in MUTATIONS:
+        response = getattr(client, method)(path, body, format="json")
+        assert response.status_code == 403, (method, path, response.content)
+    assert client.get(f"{T}/topics/orders/").status_code == 403
+    assert client.get(f"{T}/service-accounts/").status_code == 403
+    assert client.get(f"{T}/members/").status_code == 403
+
+
+def test_key_topic_acls(world, tenant_a, make_key):
+    catalog_services.create_topic(SYSTEM, tenant_a, name="payments", partition_count=1)
+    client, _, _ = make_key(
+        tenant_a,
+        [
+            ("topic", "prefixed", "ord", "describe_configs"),
+            ("topic", "literal", "orders", "read"),
+            ("topic", "prefixed", "team-", "create"),
+            ("topic", "prefixed", "team-", "alter_configs"),
+        ],
+    )
+    assert [t["name"] for t in client.get(f"{T}/topics/").json()["results"]] == ["orders"]
+    assert client.get(f"{T}/topics/orders/configs/").status_code == 200
+    assert client.get(f"{T}/topics/payments/").status_code == 403
+    assert (
+        client.patch(
+            f"{T}/topics/orders/configs/", {"retention.ms": 60000}, format="json"
+        ).status_code
+        == 403
+    )
+    assert (
+        client.post(
+            f"{T}/topics/", {"name": "other", "partition_count": 1}, format="json"
+        ).status_code
+        == 403
+    )
+    created = client.post(f"{T}/topics/", {"name": "team-x", "partition_count": 1}, format="json")
+    assert created.status_code == 201
+    assert (
+        client.patch(
+            f"{T}/topics/team-x/configs/", {"retention.ms": 60000}, format="json"
+        ).status_code
+        == 200
+    )
+    assert client.delete(f"{T}/topics/team-x/").status_code == 403
+
+
+def test_key_cluster_acls_manage_access(world, tenant_a, make_key):
+    reader, _, _ = make_key(tenant_a, [("cluster", "literal", "kafka-cluster", "describe")])
+    assert reader.get(f"{T}/service-accounts/").status_code == 200
+    assert reader.post(f"{T}/service-accounts/", {"name": "x"}, format="json").status_code == 403
+    writer, _, _ = make_key(tenant_a, [("cluster", "literal", "kafka-cluster", "alter")])
+    assert writer.post(f"{T}/service-accounts/", {"name": "x"}, format="json").status_code == 201
+    assert writer.get(f"{T}/members/").status_code == 403  # members are for people
+
+
+def test_deny_acl_beats_wildcard_allow(world, tenant_a, make_key):
+    client, _, _ = make_key(tenant_a, [("topic", "literal", "*", "all")], name="svc")
+    access_services.create_acl(
+        SYSTEM,
+        tenant_a,
+        principal="User:*",
+        resource_type="topic",
+        pattern_type="literal",
+        resource_name="orders",
+        operation="all",
+        permission="deny",
+    )
+    assert client.get(f"{T}/topics/orders/").status_code == 403
+    assert client.get(f"{T}/topics/").json()["results"] == []
