@@ -307,7 +307,10 @@ if PRODUCTION:
     SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", True)
     SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
-    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", False)
+    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", True)
+    if not SECURE_HSTS_PRELOAD:
+        # Opting out of the preload list is a deliberate choice, not a finding.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
     # Behind a TLS-terminating proxy (ingress) that sets X-Forwarded-Proto.
     if envbool("SECURE_PROXY_SSL_HEADER", True):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

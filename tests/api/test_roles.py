@@ -125,6 +125,29 @@ def test_only_owner_renames_and_only_staff_changes_limits(world, operator, tenan
     assert response.status_code == 200 and response.json()["max_partitions"] == 5
 
 
+def test_tenant_patch_by_non_owner_is_refused_and_noop_writes_nothing(world, operator):
+    from control_plane.audit.models import AuditEvent
+
+    before = AuditEvent.objects.count()
+    for role in ("viewer", "developer", "admin"):
+        response = session_client(world[role]).patch(f"{T}/", {}, format="json")
+        assert response.status_code == 403
+    assert session_client(world["owner"]).patch(f"{T}/", {}, format="json").status_code == 200
+    assert (
+        session_client(world["owner"]).patch(f"{T}/", {"name": "Acme"}, format="json").status_code
+        == 200
+    )  # same name: no change
+    assert AuditEvent.objects.count() == before
+
+
+def test_tenant_create_does_not_reveal_usernames_to_non_staff(world):
+    for owner_name in ("olivia", "no-such-user"):
+        response = session_client(world["owner"]).post(
+            "/api/v1/tenants/", {"slug": "x", "name": "X", "owner": owner_name}, format="json"
+        )
+        assert response.status_code == 403
+
+
 def test_only_staff_create_tenants(world, operator):
     body = {"slug": "initech", "name": "Initech"}
     assert (

@@ -1,0 +1,68 @@
+"""The real services behind the settings: Postgres LISTEN/NOTIFY and the Channels layer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import psycopg
+import pytest
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection
+
+from control_plane.access import services as access_services
+from control_plane.catalog import services as catalog_services
+from control_plane.core.notify import CHANNEL
+from tests.conftest import SYSTEM
+
+
+@pytest.mark.django_db(transaction=True)
+def test_metadata_changes_are_notified_after_commit(tenant_a):
+    if connection.vendor != "postgresql":
+        pytest.skip("LISTEN/NOTIFY needs Postgres; brokers poll on SQLite")
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+        topic = catalog_services.create_topic(SYSTEM, tenant_a, name="orders", partition_count=1)
+        sa = access_services.create_service_account(SYSTEM, tenant_a, name="app")
+        key = access_services.create_api_key(SYSTEM, sa).api_key
+        access_services.revoke_api_key(SYSTEM, key)
+        catalog_services.delete_topic(SYSTEM, topic)
+        payloads = [json.loads(n.payload) for n in listener.notifies(timeout=5, stop_after=3)]
+    assert [p["kind"] for p in payloads] == [
+        "topic.created",
+        "access.api_key_revoked",
+        "topic.deleted",
+    ]
+    assert payloads[0]["topic_id"] == str(topic.topic_id)
+    assert payloads[1]["key_id"] == key.key_id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_failed_change_notifies_nothing(tenant_a):
+    if connection.vendor != "postgresql":
+        pytest.skip("LISTEN/NOTIFY needs Postgres")
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}")
+        with pytest.raises(Exception):  # noqa: B017 - any service error
+            catalog_services.create_topic(SYSTEM, tenant_a, name="bad name", partition_count=1)
+        assert list(listener.notifies(timeout=1, stop_after=1)) == []
+
+
+def test_channel_layer_round_trip():
+    layer = get_channel_layer()
+    expected = "channels_redis" if settings.REDIS_URL else "channels.layers"
+    assert type(layer).__module__.startswith(expected)
+
+    async def round_trip():
+        channel = await layer.new_channel()
+        await layer.send(channel, {"type": "probe", "n": 1})
+        return await asyncio.wait_for(layer.receive(channel), timeout=5)
+
+    assert asyncio.run(round_trip()) == {"type": "probe", "n": 1}

@@ -1,0 +1,141 @@
+"""`manage.py up` on the embedded default (SQLite, no Redis), as a newcomer runs it.
+
+Starts the real command as a subprocess on a free port, waits for the banner, signs in to
+the console with the printed one-time password, checks the worker runs a task enqueued
+through the filesystem transport by another process, then stops everything with SIGINT
+(Ctrl-C) and expects a clean exit.
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EMBEDDED_ENV_DROP = {"DATABASE_URL", "REDIS_URL", "MILLRACE_ENV", "SECRET_KEY", "DEBUG"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Output:
+    """Collects a process's output on a thread so the pipe never fills."""
+
+    def __init__(self, stream):
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream):
+        for line in iter(stream.readline, ""):
+            self.lines.append(line)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.text())
+            if match:
+                return match
+            time.sleep(0.2)
+        raise AssertionError(f"{pattern!r} not seen within {timeout}s:\n{self.text()[-4000:]}")
+
+
+@pytest.mark.slow
+def test_up_serves_console_runs_worker_and_stops_cleanly(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ENV_DROP}
+    env.update(MILLRACE_DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    out = Output(proc.stdout)
+    try:
+        out.wait_for(r"Millrace is up", timeout=90)
+        password = out.wait_for(r"Username: admin\s+Password: (\S+)", timeout=5).group(1)
+        assert "Tenant 'default' created" in out.text()
+
+        base = f"http://127.0.0.1:{port}"
+        jar = http.cookiejar.CookieJar()
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        page = browser.open(f"{base}/login/", timeout=10).read().decode()
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+        form = urllib.parse.urlencode(
+            {"username": "admin", "password": password, "csrfmiddlewaretoken": csrf}
+        ).encode()
+        request = urllib.request.Request(f"{base}/login/", data=form, headers={"Referer": base})
+        response = browser.open(request, timeout=10)
+        assert response.url.endswith("/t/default/topics/")
+        assert "No topics yet" in response.read().decode()
+
+        # A task enqueued by another process reaches the worker through the data dir.
+        subprocess.run(
+            [
+                sys.executable,
+                "manage.py",
+                "shell",
+                "-c",
+                "from control_plane.audit.tasks import prune_audit_events; "
+                "prune_audit_events.delay()",
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=60,
+            capture_output=True,
+        )
+        out.wait_for(r"millrace\.audit\.prune_audit_events\[[^\]]+\] succeeded", timeout=30)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert code == 0, out.text()[-3000:]
+    assert "Millrace stopped." in out.text()
+
+
+@pytest.mark.slow
+def test_second_up_does_not_print_the_password_again(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ENV_DROP}
+    env.update(MILLRACE_DATA_DIR=str(tmp_path / "data"))
+    code = (
+        "import django; django.setup();"
+        "from control_plane.core.bootstrap import ensure_first_admin as e;"
+        "a = e(); b = e(); print(bool(a.password), b.password, a.tenant_created, b.tenant_created)"
+    )
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "DJANGO_SETTINGS_MODULE": "control_plane.settings"},
+    )
+    assert result.stdout.split() == ["True", "None", "True", "False"], result.stderr
