@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import psycopg
@@ -17,8 +18,9 @@ from control_plane.core.notify import CHANNEL
 from tests.conftest import SYSTEM
 
 
-@pytest.mark.django_db(transaction=True)
-def test_metadata_changes_are_notified_after_commit(tenant_a):
+@contextlib.contextmanager
+def listening():
+    """A separate autocommit connection LISTENing on the metadata channel."""
     if connection.vendor != "postgresql":
         pytest.skip("LISTEN/NOTIFY needs Postgres; brokers poll on SQLite")
     params = connection.get_connection_params()
@@ -26,6 +28,12 @@ def test_metadata_changes_are_notified_after_commit(tenant_a):
     params.pop("context", None)
     with psycopg.connect(**params, autocommit=True) as listener:
         listener.execute(f"LISTEN {CHANNEL}")
+        yield listener
+
+
+@pytest.mark.django_db(transaction=True)
+def test_metadata_changes_are_notified_after_commit(tenant_a):
+    with listening() as listener:
         topic = catalog_services.create_topic(SYSTEM, tenant_a, name="orders", partition_count=1)
         sa = access_services.create_service_account(SYSTEM, tenant_a, name="app")
         key = access_services.create_api_key(SYSTEM, sa).api_key
@@ -43,13 +51,7 @@ def test_metadata_changes_are_notified_after_commit(tenant_a):
 
 @pytest.mark.django_db(transaction=True)
 def test_failed_change_notifies_nothing(tenant_a):
-    if connection.vendor != "postgresql":
-        pytest.skip("LISTEN/NOTIFY needs Postgres")
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    with psycopg.connect(**params, autocommit=True) as listener:
-        listener.execute(f"LISTEN {CHANNEL}")
+    with listening() as listener:
         with pytest.raises(Exception):  # noqa: B017 - any service error
             catalog_services.create_topic(SYSTEM, tenant_a, name="bad name", partition_count=1)
         assert list(listener.notifies(timeout=1, stop_after=1)) == []

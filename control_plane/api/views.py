@@ -280,6 +280,14 @@ class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScope
 
 CLUSTER_READ = Need(VIEWER, Operation.DESCRIBE)
 CLUSTER_WRITE = Need(ADMIN, Operation.ALTER)
+# Keys and ACLs: read with Describe on the cluster, create/delete with Alter (as Kafka's
+# DescribeAcls / CreateAcls / DeleteAcls do).
+CLUSTER_OBJECT_NEEDS = {
+    "list": CLUSTER_READ,
+    "retrieve": CLUSTER_READ,
+    "create": CLUSTER_WRITE,
+    "destroy": CLUSTER_WRITE,
+}
 
 
 @tenant_scoped
@@ -346,12 +354,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
     lookup_field = "key_id"
     filterset_class = ApiKeyFilter
     http_method_names = ["get", "post", "delete", "head", "options"]
-    needs = {
-        "list": CLUSTER_READ,
-        "retrieve": CLUSTER_READ,
-        "create": CLUSTER_WRITE,
-        "destroy": CLUSTER_WRITE,
-    }
+    needs = CLUSTER_OBJECT_NEEDS
 
     def create(self, request: Request, tenant_slug: str) -> Response:
         serializer = s.ApiKeyCreateSerializer(data=request.data)
@@ -396,12 +399,7 @@ class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
     serializer_class = s.AclSerializer
     filterset_class = AclFilter
     http_method_names = ["get", "post", "delete", "head", "options"]
-    needs = {
-        "list": CLUSTER_READ,
-        "retrieve": CLUSTER_READ,
-        "create": CLUSTER_WRITE,
-        "destroy": CLUSTER_WRITE,
-    }
+    needs = CLUSTER_OBJECT_NEEDS
 
     def create(self, request: Request, tenant_slug: str) -> Response:
         serializer = s.AclCreateSerializer(data=request.data)

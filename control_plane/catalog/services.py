@@ -93,6 +93,29 @@ def _create_partitions(topic: Topic, start: int, stop: int) -> None:
     Partition.objects.bulk_create(Partition(topic=topic, index=i) for i in range(start, stop))
 
 
+def _topic_changed(
+    actor: Actor,
+    topic: Topic,
+    action: str,
+    kind: str,
+    *,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> None:
+    """Audit the change and tell brokers about it once the transaction commits."""
+    record_event(
+        actor,
+        tenant=topic.tenant,
+        action=action,
+        object_type="topic",
+        object_id=topic.topic_id,
+        object_repr=topic.name,
+        before=before,
+        after=after,
+    )
+    notify_metadata_changed(kind, tenant=topic.tenant_id, topic_id=str(topic.topic_id))
+
+
 @transaction.atomic
 def create_topic(
     actor: Actor,
@@ -155,16 +178,7 @@ def create_topic(
     except IntegrityError:
         raise AlreadyExists(f"topic {name!r} already exists", field="name") from None
     _create_partitions(topic, 0, partition_count)
-    record_event(
-        actor,
-        tenant=tenant,
-        action="topic.create",
-        object_type="topic",
-        object_id=topic.topic_id,
-        object_repr=name,
-        after=topic_snapshot(topic),
-    )
-    notify_metadata_changed("topic.created", tenant=tenant.pk, topic_id=str(topic.topic_id))
+    _topic_changed(actor, topic, "topic.create", "topic.created", after=topic_snapshot(topic))
     return topic
 
 
@@ -184,18 +198,13 @@ def alter_topic_configs(actor: Actor, topic: Topic, changes: Mapping[str, object
     parsed = _validated_configs(merged, topic.replication_factor)
     topic.configs = parsed
     topic.save(update_fields=["configs", "updated_at"])
-    record_event(
+    _topic_changed(
         actor,
-        tenant=topic.tenant,
-        action="topic.alter_configs",
-        object_type="topic",
-        object_id=topic.topic_id,
-        object_repr=topic.name,
+        topic,
+        "topic.alter_configs",
+        "topic.configs_changed",
         before=before,
         after=topic_snapshot(topic),
-    )
-    notify_metadata_changed(
-        "topic.configs_changed", tenant=topic.tenant_id, topic_id=str(topic.topic_id)
     )
     return topic
 
@@ -223,18 +232,13 @@ def add_partitions(actor: Actor, topic: Topic, *, partition_count: int) -> Topic
     topic.partition_count = partition_count
     topic.save(update_fields=["partition_count", "updated_at"])
     _create_partitions(topic, old_count, partition_count)
-    record_event(
+    _topic_changed(
         actor,
-        tenant=topic.tenant,
-        action="topic.add_partitions",
-        object_type="topic",
-        object_id=topic.topic_id,
-        object_repr=topic.name,
+        topic,
+        "topic.add_partitions",
+        "topic.partitions_added",
         before=before,
         after=topic_snapshot(topic),
-    )
-    notify_metadata_changed(
-        "topic.partitions_added", tenant=topic.tenant_id, topic_id=str(topic.topic_id)
     )
     return topic
 
@@ -244,14 +248,5 @@ def delete_topic(actor: Actor, topic: Topic) -> None:
     """Remove the topic from metadata; brokers delete its logs when they see it gone."""
     topic = Topic.objects.select_for_update().get(pk=topic.pk)
     before = topic_snapshot(topic)
-    record_event(
-        actor,
-        tenant=topic.tenant,
-        action="topic.delete",
-        object_type="topic",
-        object_id=topic.topic_id,
-        object_repr=topic.name,
-        before=before,
-    )
-    notify_metadata_changed("topic.deleted", tenant=topic.tenant_id, topic_id=str(topic.topic_id))
+    _topic_changed(actor, topic, "topic.delete", "topic.deleted", before=before)
     topic.delete()
