@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
@@ -58,19 +57,19 @@ def _membership(request: HttpRequest, tenant_slug: str) -> Membership:
 def topics(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     membership = _membership(request, tenant_slug)
     query = request.GET.get("q", "").strip()
-    rows = Topic.objects.filter(tenant=membership.tenant).annotate(
-        assigned=Count("partitions__leader")
-    )
+    rows = Topic.objects.filter(tenant=membership.tenant)
     if query:
         rows = rows.filter(name__icontains=query)
-    topics = [
-        {
-            "topic": topic,
-            "retention_ms": effective_configs(topic.configs)["retention.ms"],
-            "cleanup_policy": effective_configs(topic.configs)["cleanup.policy"],
-        }
-        for topic in rows
-    ]
+    topics = []
+    for topic in rows:
+        effective = effective_configs(topic.configs)
+        topics.append(
+            {
+                "topic": topic,
+                "retention_ms": effective["retention.ms"],
+                "cleanup_policy": effective["cleanup.policy"],
+            }
+        )
     return render(
         request,
         "frontend/topics.html",

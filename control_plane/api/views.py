@@ -110,10 +110,8 @@ class TenantViewSet(
         return Response(self._render(tenant))
 
     def _render(self, tenant: Tenant) -> dict[str, Any]:
-        tenant = (
-            self.get_queryset()
-            .model.objects.annotate(partitions_in_use=Sum("topics__partition_count"))
-            .get(pk=tenant.pk)
+        tenant = Tenant.objects.annotate(partitions_in_use=Sum("topics__partition_count")).get(
+            pk=tenant.pk
         )
         return s.TenantSerializer(tenant, context=self.get_serializer_context()).data
 

@@ -100,7 +100,8 @@ def update_tenant(
         for field, value in limits.items():
             setattr(tenant, field, value)
     if name is not None:
-        if not actor.is_staff and role_of(actor.user, tenant) != Role.OWNER:
+        is_user = actor.user is not None or actor.api_key is not None
+        if is_user and not actor.is_staff and role_of(actor.user, tenant) != Role.OWNER:
             raise NotPermitted("only owners can rename a tenant")
         if not name.strip():
             raise InvalidInput("name must not be empty", field="name")

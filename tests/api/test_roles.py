@@ -140,6 +140,12 @@ def test_tenant_patch_by_non_owner_is_refused_and_noop_writes_nothing(world, ope
     assert AuditEvent.objects.count() == before
 
 
+def test_system_actor_may_rename(tenant_a):
+    from control_plane.tenancy.services import update_tenant
+
+    assert update_tenant(SYSTEM, tenant_a, name="Renamed").name == "Renamed"
+
+
 def test_tenant_create_does_not_reveal_usernames_to_non_staff(world):
     for owner_name in ("olivia", "no-such-user"):
         response = session_client(world["owner"]).post(
