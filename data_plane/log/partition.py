@@ -1,0 +1,569 @@
+"""One partition's log: an ordered list of segments in its own directory.
+
+Directory layout (named by the caller, e.g. ``<topic uuid>-<partition>``)::
+
+    00000000000000000000.log / .index / .timeindex   sealed segments
+    00000000000000052341.log / .index / .timeindex   the active segment (appends go here)
+    recovery-point         offset below which everything is known to be on disk
+    log-start-offset       first offset still readable (retention / DeleteRecords)
+    leader-epoch-checkpoint
+    .clean-shutdown        present only between a clean close and the next open
+
+Invariants (what survives a crash):
+
+* Only whole, CRC-valid batches are ever visible. An append writes its bytes, then indexes
+  them, then advances the log end offset; a reader never sees a partial batch.
+* Segments roll when the active one would exceed ``segment.bytes``, is older than
+  ``segment.ms``, or its index is full. A rolled segment is fsynced and its indexes trimmed,
+  and the recovery point advances to the new segment's base offset; so after a crash only
+  segments at or above the recovery point (normally just the active one) are scanned.
+* Open after a clean close (marker present) reads no data: segments are listed and opened
+  lazily. Open after a crash revalidates the unflushed tail batch by batch, cuts the first
+  torn or corrupt batch and everything after it, and rebuilds those indexes.
+* Flushing is left to the OS by default, as Kafka does: durability comes from replication
+  (Step 5), and an fsync per append would cap throughput at the disk's sync rate. With
+  ``flush_messages`` / ``flush_ms`` set, the log fsyncs after that many records or that long.
+
+Thread safety: every public method takes the log's lock, so a broker thread and the
+retention/compaction thread may share a log.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import shutil
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+from data_plane.log.checkpoint import LeaderEpochCache, read_int, write_int
+from data_plane.log.config import LogConfig
+from data_plane.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    FileSlice,
+    LogSegment,
+)
+from data_plane.records.batch import (
+    CRC_START,
+    BatchHeader,
+    InvalidRecordBatch,
+    RecordBatch,
+    validate_batch,
+)
+
+CLEAN_SHUTDOWN = ".clean-shutdown"
+RECOVERY_POINT = "recovery-point"
+LOG_START_OFFSET = "log-start-offset"
+LEADER_EPOCHS = "leader-epoch-checkpoint"
+SWAP_SUFFIX = ".swap"
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class OffsetOutOfRange(Exception):
+    def __init__(self, offset: int, log_start: int, log_end: int) -> None:
+        super().__init__(f"offset {offset} is outside [{log_start}, {log_end}]")
+        self.offset = offset
+
+
+class LogIOError(Exception):
+    """An append or roll failed on I/O; the log is unchanged and still readable."""
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    batches: int
+    records: int
+
+
+@dataclass(frozen=True)
+class TimestampLookup:
+    offset: int
+    timestamp: int
+
+
+_ATTR_TS_TYPE = 0x08
+_ATTRS = struct.Struct(">h")
+_TS = struct.Struct(">q")
+
+
+def _apply_log_append_time(buf: bytearray, pos: int, header: BatchHeader, now_ms: int) -> None:
+    """Stamp a batch with the broker's time (timestamp type bit + max timestamp), re-CRC."""
+    _ATTRS.pack_into(buf, pos + 21, header.attributes | _ATTR_TS_TYPE)
+    _TS.pack_into(buf, pos + 35, now_ms)
+    end = pos + header.size
+    struct.pack_into(">I", buf, pos + 17, crc32c.crc32c(memoryview(buf)[pos + CRC_START : end]))
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, config: LogConfig, clock: Clock) -> None:
+        """Use :meth:`open`."""
+        self.directory = directory
+        self.config = config
+        self.clock = clock
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCHS)
+        self._lock = threading.RLock()
+        self._unflushed_records = 0
+        self._last_flush_ms = clock()
+        self.pending_deletes: list[tuple[int, list[Path]]] = []
+        self.recovered_bytes_cut = 0
+        self.opened_cleanly = False
+        self.closed = False
+
+    # --- open / close -------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, clock: Clock = wall_clock_ms) -> PartitionLog:
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config, clock)
+        log._load()
+        return log
+
+    def _segment(self, base: int, created_ms: int) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.max_index_bytes,
+            created_ms=created_ms,
+        )
+
+    def _load(self) -> None:
+        self._remove_leftovers()
+        marker = self.directory / CLEAN_SHUTDOWN
+        self.opened_cleanly = marker.exists()
+        bases = sorted(
+            int(p.name[: -len(LOG_SUFFIX)]) for p in self.directory.glob("*" + LOG_SUFFIX)
+        )
+        now = self.clock()
+        self.log_start_offset = read_int(self.directory / LOG_START_OFFSET, 0)
+        self.recovery_point = read_int(self.directory / RECOVERY_POINT, 0)
+        self.segments = [self._segment(b, now) for b in bases]
+        if not self.opened_cleanly and self.segments:
+            self._recover()
+        if not self.segments:
+            start = max(self.log_start_offset, self.recovery_point if self.opened_cleanly else 0)
+            self.segments = [self._create_segment(start)]
+        else:
+            self.segments[-1].open_for_append()
+        self._bases = [s.base_offset for s in self.segments]
+        self.log_end_offset = self.segments[-1].next_offset
+        self.log_start_offset = min(
+            max(self.log_start_offset, self.segments[0].base_offset), self.log_end_offset
+        )
+        self.high_watermark = self.log_start_offset
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        marker.unlink(missing_ok=True)  # from now on, a crash is detectable
+
+    def _remove_leftovers(self) -> None:
+        """Finish or discard work a crash interrupted: deletes, cleaning, swaps."""
+        for path in self.directory.iterdir():
+            if path.name.endswith(DELETED_SUFFIX) or path.name.endswith(CLEANED_SUFFIX):
+                path.unlink(missing_ok=True)
+            elif path.name.endswith(".tmp"):
+                path.unlink(missing_ok=True)
+        for swap in sorted(self.directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
+            self._complete_swap(swap)
+
+    def _complete_swap(self, swap_log: Path) -> None:
+        """A compaction got as far as ``.swap``: replace the segments it covers, then rename."""
+        base = int(swap_log.name.split(".")[0])
+        end = int(swap_log.with_name(swap_log.name.replace(".log.swap", ".end.swap")).read_text())
+        for path in self.directory.glob("*" + LOG_SUFFIX):
+            seg_base = int(path.name[: -len(LOG_SUFFIX)])
+            if base <= seg_base < end:
+                for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                    path.with_name(f"{seg_base:020d}{suffix}").unlink(missing_ok=True)
+        for suffix in (".index", ".timeindex", LOG_SUFFIX):
+            src = self.directory / f"{base:020d}{suffix}{SWAP_SUFFIX}"
+            if src.exists():
+                src.rename(self.directory / f"{base:020d}{suffix}")
+        swap_log.with_name(swap_log.name.replace(".log.swap", ".end.swap")).unlink(missing_ok=True)
+
+    def _recover(self) -> None:
+        """Revalidate segments at or above the recovery point; cut at the first bad byte."""
+        first = 0
+        for i in range(len(self.segments)):
+            nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            if nxt is None or nxt > self.recovery_point:
+                first = i
+                break
+        for i in range(first, len(self.segments)):
+            segment = self.segments[i]
+            cut = segment.recover()
+            self.recovered_bytes_cut += cut
+            if i + 1 < len(self.segments):
+                segment.seal()
+            if cut:
+                for later in self.segments[i + 1 :]:
+                    later.rename_for_deletion()
+                    for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                        path = later.directory / f"{later.base_offset:020d}{suffix}{DELETED_SUFFIX}"
+                        path.unlink(missing_ok=True)
+                del self.segments[i + 1 :]
+                break
+
+    def close(self) -> None:
+        """Flush, seal the indexes and leave the clean-shutdown marker."""
+        with self._lock:
+            if self.closed:
+                return
+            self.flush()
+            for segment in self.segments:
+                segment.close_files()
+            self.purge_deleted(force=True)
+            (self.directory / CLEAN_SHUTDOWN).touch()
+            self.closed = True
+
+    # --- appending ----------------------------------------------------------------------
+
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int | None = None,
+        assign_offsets: bool = True,
+    ) -> AppendInfo:
+        """Append one or more batches atomically: all are validated before any is written.
+
+        ``assign_offsets`` (producers): offsets are rewritten from the log end offset, and
+        batches must be contiguous (record count = last offset delta + 1). Without it
+        (replication, Step 5) the batches keep their offsets, which must start at the log
+        end offset. Raises :class:`InvalidRecordBatch` (log untouched) or
+        :class:`LogIOError` (log untouched, still readable).
+        """
+        with self._lock:
+            buf = bytearray(data)
+            headers: list[BatchHeader] = []
+            pos = 0
+            while pos < len(buf):
+                header = validate_batch(buf, pos)
+                if header.size > self.config.max_message_bytes:
+                    raise InvalidRecordBatch(
+                        "too_large",
+                        f"batch of {header.size} bytes exceeds max.message.bytes "
+                        f"({self.config.max_message_bytes})",
+                    )
+                if assign_offsets and header.records_count != header.last_offset_delta + 1:
+                    raise InvalidRecordBatch(
+                        "bad_count",
+                        f"{header.records_count} records but last offset delta "
+                        f"{header.last_offset_delta}",
+                    )
+                headers.append(header)
+                pos += header.size
+            if not headers:
+                raise InvalidRecordBatch("truncated", "no record batch in the data")
+            now = self.clock()
+            append_time = now if self.config.log_append_time else -1
+            next_offset = self.log_end_offset
+            pos = 0
+            for i, header in enumerate(headers):
+                if assign_offsets:
+                    struct.pack_into(">q", buf, pos, next_offset)
+                    if leader_epoch is not None:
+                        struct.pack_into(">i", buf, pos + 12, leader_epoch)
+                elif header.base_offset != next_offset:
+                    raise InvalidRecordBatch(
+                        "bad_offset",
+                        f"batch starts at {header.base_offset}, log ends at {next_offset}",
+                    )
+                if append_time >= 0:
+                    _apply_log_append_time(buf, pos, header, append_time)
+                header = BatchHeader(
+                    next_offset if assign_offsets else header.base_offset,
+                    header.batch_length,
+                    leader_epoch
+                    if assign_offsets and leader_epoch is not None
+                    else header.partition_leader_epoch,
+                    header.magic,
+                    header.crc,
+                    header.attributes,
+                    header.last_offset_delta,
+                    header.base_timestamp,
+                    append_time if append_time >= 0 else header.max_timestamp,
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    header.records_count,
+                )
+                headers[i] = header
+                next_offset = header.next_offset
+                pos += header.size
+            self._maybe_roll(len(buf), now)
+            try:
+                self.segments[-1].append(buf, headers)
+            except OSError as exc:
+                raise LogIOError(f"append to {self.directory.name} failed: {exc}") from exc
+            first = headers[0].base_offset
+            epoch = headers[0].partition_leader_epoch
+            if epoch >= 0:
+                self.leader_epochs.assign(epoch, first)
+            self.log_end_offset = next_offset
+            records = sum(h.records_count for h in headers)
+            self._unflushed_records += records
+            self._maybe_flush(now)
+            return AppendInfo(
+                first_offset=first,
+                last_offset=next_offset - 1,
+                max_timestamp=max(h.max_timestamp for h in headers),
+                log_append_time=append_time,
+                batches=len(headers),
+                records=records,
+            )
+
+    def _maybe_roll(self, incoming: int, now: int) -> None:
+        active = self.segments[-1]
+        if active.size == 0:
+            return
+        if (
+            active.size + incoming > self.config.segment_bytes
+            or now - active.created_ms >= self.config.segment_ms
+            or active.index_full
+        ):
+            self.roll(now)
+
+    def roll(self, now: int | None = None) -> LogSegment:
+        """Seal the active segment (fsync, trim indexes) and start one at the log end."""
+        with self._lock:
+            now = self.clock() if now is None else now
+            active = self.segments[-1]
+            if active.size == 0:
+                return active
+            try:
+                active.seal()
+                segment = self._create_segment(self.log_end_offset, now)
+            except OSError as exc:
+                active.open_for_append()
+                raise LogIOError(f"roll of {self.directory.name} failed: {exc}") from exc
+            self.segments.append(segment)
+            self._bases.append(segment.base_offset)
+            self.recovery_point = segment.base_offset
+            write_int(self.directory / RECOVERY_POINT, self.recovery_point)
+            return segment
+
+    def _create_segment(self, base: int, now: int | None = None) -> LogSegment:
+        return LogSegment.create(
+            self.directory,
+            base,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.max_index_bytes,
+            created_ms=self.clock() if now is None else now,
+        )
+
+    def _maybe_flush(self, now: int) -> None:
+        c = self.config
+        if (c.flush_messages is not None and self._unflushed_records >= c.flush_messages) or (
+            c.flush_ms is not None and now - self._last_flush_ms >= c.flush_ms
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """fsync the active segment and advance the recovery point to the log end."""
+        with self._lock:
+            self.segments[-1].flush()
+            self._unflushed_records = 0
+            self._last_flush_ms = self.clock()
+            if self.recovery_point != self.log_end_offset:
+                self.recovery_point = self.log_end_offset
+                write_int(self.directory / RECOVERY_POINT, self.recovery_point)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+    ) -> FileSlice | None:
+        """Whole batches from ``offset`` (see :meth:`LogSegment.read`); None at the end.
+
+        ``max_offset`` bounds what is exposed, e.g. the high watermark for consumers.
+        Raises :class:`OffsetOutOfRange` below the log start or beyond the log end.
+        """
+        with self._lock:
+            if offset < self.log_start_offset or offset > self.log_end_offset:
+                raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+            limit = (
+                self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+            )
+            if offset >= limit:
+                return None
+            for segment in self.segments[self._segment_index_for(offset) :]:
+                if segment.base_offset >= limit:
+                    return None
+                found = segment.read(offset, max_bytes, max_offset=limit, min_one=min_one)
+                if found is not None and found.length:
+                    return found
+                offset = max(offset, segment.next_offset)
+            return None
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampLookup | None:
+        """The first record with a timestamp >= ``timestamp`` (Kafka's ListOffsets)."""
+        with self._lock:
+            for segment in self.segments:
+                if segment.max_timestamp < timestamp:
+                    continue
+                _, start_offset = segment.timeindex.lookup(timestamp)
+                start_offset = max(start_offset, self.log_start_offset)
+                found = segment.find(start_offset)
+                if found is None:
+                    continue
+                for position, header in segment.headers_from(found[0]):
+                    if header.max_timestamp < timestamp:
+                        continue
+                    batch = RecordBatch.decode(segment.read_batch(position, header))
+                    for record in batch.records:
+                        ts = (
+                            header.max_timestamp if header.timestamp_type == 1 else record.timestamp
+                        )
+                        if ts >= timestamp and record.offset >= self.log_start_offset:
+                            return TimestampLookup(record.offset, ts)
+            return None
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # --- truncation and deletion ---------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or after ``offset`` (followers diverging, Step 5).
+
+        Truncation works on whole batches: a batch containing ``offset`` goes too.
+        """
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return
+            if offset <= self.segments[0].base_offset:
+                self._truncate_fully_and_start_at(offset)
+                return
+            i = self._segment_index_for(offset)
+            for later in self.segments[i + 1 :]:
+                self._schedule_delete(later)
+            del self.segments[i + 1 :]
+            del self._bases[i + 1 :]
+            active = self.segments[-1]
+            if not active._writable:
+                active.open_for_append()
+            active.truncate_to(offset)
+            self.log_end_offset = active.next_offset
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            write_int(self.directory / RECOVERY_POINT, self.recovery_point)
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for segment in self.segments:
+            self._schedule_delete(segment)
+        self.segments = [self._create_segment(offset)]
+        self._bases = [offset]
+        self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+        self.recovery_point = offset
+        write_int(self.directory / RECOVERY_POINT, offset)
+        write_int(self.directory / LOG_START_OFFSET, offset)
+        self.leader_epochs.truncate_from_end(offset)
+
+    def update_high_watermark(self, offset: int) -> int:
+        with self._lock:
+            self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+            return self.high_watermark
+
+    def delete_records_before(self, offset: int) -> int:
+        """Kafka's DeleteRecords: make ``offset`` the log start (not beyond the high watermark).
+
+        Whole segments below it are deleted; the rest of the partial segment stays on disk
+        but is no longer readable. Returns the new log start offset.
+        """
+        with self._lock:
+            if offset > self.high_watermark:
+                raise OffsetOutOfRange(offset, self.log_start_offset, self.high_watermark)
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                write_int(self.directory / LOG_START_OFFSET, offset)
+                self.leader_epochs.truncate_from_start(offset)
+            self._delete_segments_below_log_start()
+            return self.log_start_offset
+
+    def _delete_segments_below_log_start(self) -> int:
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            self._schedule_delete(self.segments.pop(0))
+            self._bases.pop(0)
+            deleted += 1
+        return deleted
+
+    def delete_oldest_segments(self, predicate: Callable[[LogSegment], bool]) -> int:
+        """Delete sealed segments from the oldest while ``predicate`` holds.
+
+        Never deletes the active segment, nor a segment holding offsets at or above the
+        high watermark. The log start offset moves to the first remaining segment.
+        """
+        with self._lock:
+            deleted = 0
+            while len(self.segments) > 1:
+                oldest, following = self.segments[0], self.segments[1]
+                if following.base_offset > self.high_watermark or not predicate(oldest):
+                    break
+                self._schedule_delete(self.segments.pop(0))
+                self._bases.pop(0)
+                deleted += 1
+            if deleted:
+                new_start = max(self.log_start_offset, self.segments[0].base_offset)
+                if new_start != self.log_start_offset:
+                    self.log_start_offset = new_start
+                    write_int(self.directory / LOG_START_OFFSET, new_start)
+                    self.leader_epochs.truncate_from_start(new_start)
+            return deleted
+
+    def _schedule_delete(self, segment: LogSegment) -> None:
+        """Rename now (readers holding an fd keep working), remove in :meth:`purge_deleted`."""
+        self.pending_deletes.append((self.clock(), segment.rename_for_deletion()))
+
+    def purge_deleted(self, *, delay_ms: int = 60_000, force: bool = False) -> int:
+        """Remove renamed files older than ``delay_ms``; returns how many were removed."""
+        with self._lock:
+            now = self.clock()
+            keep, removed = [], 0
+            for when, paths in self.pending_deletes:
+                if force or now - when >= delay_ms:
+                    for path in paths:
+                        with contextlib.suppress(FileNotFoundError):
+                            path.unlink()
+                            removed += 1
+                else:
+                    keep.append((when, paths))
+            self.pending_deletes = keep
+            return removed
+
+    def delete(self) -> None:
+        """Remove the whole partition (topic deleted)."""
+        with self._lock:
+            for segment in self.segments:
+                segment.close_files()
+            self.closed = True
+            shutil.rmtree(self.directory, ignore_errors=True)
+
