@@ -566,4 +566,3 @@ class PartitionLog:
                 segment.close_files()
             self.closed = True
             shutil.rmtree(self.directory, ignore_errors=True)
-
