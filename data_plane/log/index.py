@@ -39,13 +39,16 @@ class _MappedIndex:
         self.writable = writable
         self.max_entries = max(1, max_bytes // self.entry.size)
         exists = path.exists()
+        self.entries = 0
+        self._mm: mmap.mmap | None = None
+        if not exists and not writable:
+            return  # a lost index: lookups fall back to scanning the segment from its start
         fd = os.open(path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o644)
         try:
             size = os.fstat(fd).st_size if exists else 0
             if size % self.entry.size:
                 raise ValueError(f"{path.name} is {size} bytes, not whole entries")
             self.entries = size // self.entry.size
-            self._mm: mmap.mmap | None = None
             if writable:
                 os.ftruncate(fd, self.max_entries * self.entry.size)
                 self._mm = mmap.mmap(fd, self.max_entries * self.entry.size)

@@ -52,10 +52,12 @@ from data_plane.log.segment import (
     LogSegment,
 )
 from data_plane.records.batch import (
+    BATCH_HEADER_SIZE,
     CRC_START,
     BatchHeader,
     InvalidRecordBatch,
     RecordBatch,
+    read_header,
     validate_batch,
 )
 
@@ -101,14 +103,18 @@ class TimestampLookup:
 _ATTR_TS_TYPE = 0x08
 _ATTRS = struct.Struct(">h")
 _TS = struct.Struct(">q")
+_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
 
 
-def _apply_log_append_time(buf: bytearray, pos: int, header: BatchHeader, now_ms: int) -> None:
+def _apply_log_append_time(
+    head: bytearray, body: memoryview, header: BatchHeader, now_ms: int
+) -> None:
     """Stamp a batch with the broker's time (timestamp type bit + max timestamp), re-CRC."""
-    _ATTRS.pack_into(buf, pos + 21, header.attributes | _ATTR_TS_TYPE)
-    _TS.pack_into(buf, pos + 35, now_ms)
-    end = pos + header.size
-    struct.pack_into(">I", buf, pos + 17, crc32c.crc32c(memoryview(buf)[pos + CRC_START : end]))
+    _ATTRS.pack_into(head, 21, header.attributes | _ATTR_TS_TYPE)
+    _TS.pack_into(head, 35, now_ms)
+    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(head)[CRC_START:]))
+    struct.pack_into(">I", head, 17, crc)
 
 
 class PartitionLog:
@@ -187,6 +193,10 @@ class PartitionLog:
                 path.unlink(missing_ok=True)
         for swap in sorted(self.directory.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
             self._complete_swap(swap)
+        # Anything else half-built by compaction is discarded; the old segments stand.
+        for stray in self.directory.glob("*" + SWAP_SUFFIX):
+            stray.unlink()
+        shutil.rmtree(self.directory / "cleaning", ignore_errors=True)
 
     def _complete_swap(self, swap_log: Path) -> None:
         """A compaction got as far as ``.swap``: replace the segments it covers, then rename."""
@@ -256,66 +266,36 @@ class PartitionLog:
         :class:`LogIOError` (log untouched, still readable).
         """
         with self._lock:
-            buf = bytearray(data)
-            headers: list[BatchHeader] = []
-            pos = 0
-            while pos < len(buf):
-                header = validate_batch(buf, pos)
-                if header.size > self.config.max_message_bytes:
-                    raise InvalidRecordBatch(
-                        "too_large",
-                        f"batch of {header.size} bytes exceeds max.message.bytes "
-                        f"({self.config.max_message_bytes})",
-                    )
-                if assign_offsets and header.records_count != header.last_offset_delta + 1:
-                    raise InvalidRecordBatch(
-                        "bad_count",
-                        f"{header.records_count} records but last offset delta "
-                        f"{header.last_offset_delta}",
-                    )
-                headers.append(header)
-                pos += header.size
-            if not headers:
-                raise InvalidRecordBatch("truncated", "no record batch in the data")
+            view = memoryview(data).cast("B")
+            headers = self._validate_all(view, assign_offsets)
             now = self.clock()
             append_time = now if self.config.log_append_time else -1
             next_offset = self.log_end_offset
+            # Zero-copy: each batch is written as its patched 61-byte header followed by a
+            # view of the producer's remaining bytes (os.pwritev), never copied whole.
+            iov: list[bytes | bytearray | memoryview] = []
             pos = 0
             for i, header in enumerate(headers):
+                head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
+                body = view[pos + BATCH_HEADER_SIZE : pos + header.size]
                 if assign_offsets:
-                    struct.pack_into(">q", buf, pos, next_offset)
+                    _OFFSET.pack_into(head, 0, next_offset)
                     if leader_epoch is not None:
-                        struct.pack_into(">i", buf, pos + 12, leader_epoch)
+                        _EPOCH.pack_into(head, 12, leader_epoch)
                 elif header.base_offset != next_offset:
                     raise InvalidRecordBatch(
                         "bad_offset",
                         f"batch starts at {header.base_offset}, log ends at {next_offset}",
                     )
                 if append_time >= 0:
-                    _apply_log_append_time(buf, pos, header, append_time)
-                header = BatchHeader(
-                    next_offset if assign_offsets else header.base_offset,
-                    header.batch_length,
-                    leader_epoch
-                    if assign_offsets and leader_epoch is not None
-                    else header.partition_leader_epoch,
-                    header.magic,
-                    header.crc,
-                    header.attributes,
-                    header.last_offset_delta,
-                    header.base_timestamp,
-                    append_time if append_time >= 0 else header.max_timestamp,
-                    header.producer_id,
-                    header.producer_epoch,
-                    header.base_sequence,
-                    header.records_count,
-                )
-                headers[i] = header
-                next_offset = header.next_offset
+                    _apply_log_append_time(head, body, header, append_time)
+                headers[i] = read_header(head)
+                iov += (head, body)
+                next_offset = headers[i].next_offset
                 pos += header.size
-            self._maybe_roll(len(buf), now)
+            self._maybe_roll(pos, now)
             try:
-                self.segments[-1].append(buf, headers)
+                self.segments[-1].append(iov, pos, headers)
             except OSError as exc:
                 raise LogIOError(f"append to {self.directory.name} failed: {exc}") from exc
             first = headers[0].base_offset
@@ -334,6 +314,29 @@ class PartitionLog:
                 batches=len(headers),
                 records=records,
             )
+
+    def _validate_all(self, view: memoryview, assign_offsets: bool) -> list[BatchHeader]:
+        headers: list[BatchHeader] = []
+        pos = 0
+        while pos < len(view):
+            header = validate_batch(view, pos)
+            if header.size > self.config.max_message_bytes:
+                raise InvalidRecordBatch(
+                    "too_large",
+                    f"batch of {header.size} bytes exceeds max.message.bytes "
+                    f"({self.config.max_message_bytes})",
+                )
+            if assign_offsets and header.records_count != header.last_offset_delta + 1:
+                raise InvalidRecordBatch(
+                    "bad_count",
+                    f"{header.records_count} records but last offset delta "
+                    f"{header.last_offset_delta}",
+                )
+            headers.append(header)
+            pos += header.size
+        if not headers:
+            raise InvalidRecordBatch("truncated", "no record batch in the data")
+        return headers
 
     def _maybe_roll(self, incoming: int, now: int) -> None:
         active = self.segments[-1]

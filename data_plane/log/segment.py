@@ -18,7 +18,7 @@ Not thread-safe: :class:`~data_plane.log.partition.PartitionLog` serialises acce
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,18 +162,24 @@ class LogSegment:
     def index_full(self) -> bool:
         return self.index.is_full or self.timeindex.is_full
 
-    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> None:
+    def append(
+        self,
+        buffers: Sequence[bytes | bytearray | memoryview],
+        length: int,
+        headers: list[BatchHeader],
+    ) -> None:
         """Write already-validated batches (offsets assigned) and index them.
 
-        On an I/O error (e.g. a full disk) the file is cut back to its previous size so no
-        partial batch remains, and the error is raised to the caller.
+        ``buffers`` are written back to back with one ``pwritev``. On an I/O error (e.g. a
+        full disk) the file is cut back to its previous size so no partial batch remains,
+        and the error is raised to the caller.
         """
         assert self._writable and self._fd is not None
         start = self.size
         try:
-            written = os.pwrite(self._fd, data, start)
-            if written != len(data):
-                raise OSError(f"short write: {written} of {len(data)} bytes")
+            written = os.pwritev(self._fd, buffers, start)
+            if written != length:
+                raise OSError(f"short write: {written} of {length} bytes")
         except OSError:
             try:
                 os.ftruncate(self._fd, start)

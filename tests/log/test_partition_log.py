@@ -88,16 +88,16 @@ def test_replicated_batches_must_continue_the_log(tmp_path):
 def test_io_error_on_append_fails_cleanly(tmp_path, monkeypatch):
     log = open_log(tmp_path / "p")
     log.append(batch(3))
-    real_pwrite = os.pwrite
+    real_pwritev = os.pwritev
 
-    def full_disk(fd, data, offset):
-        real_pwrite(fd, data[: len(data) // 2], offset)  # a partial write, then ENOSPC
+    def full_disk(fd, buffers, offset):
+        real_pwritev(fd, buffers[:1], offset)  # a partial write, then ENOSPC
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(os, "pwrite", full_disk)
+    monkeypatch.setattr(os, "pwritev", full_disk)
     with pytest.raises(LogIOError):
         log.append(batch(3))
-    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    monkeypatch.setattr(os, "pwritev", real_pwritev)
     assert log.log_end_offset == 3
     assert [r.offset for r in all_records(log)] == [0, 1, 2]
     assert log.append(batch(1)).first_offset == 3

@@ -1,0 +1,140 @@
+"""Compaction keeps the latest value per key, keeps offsets, handles tombstones and crashes."""
+
+from __future__ import annotations
+
+import shutil
+
+from data_plane.log.compaction import compact
+from data_plane.log.config import LogConfig
+from data_plane.log.partition import SWAP_SUFFIX
+from tests.log.helpers import Clock, all_records, batch, open_log
+
+DAY = 24 * 3600 * 1000
+CONFIG = LogConfig(segment_bytes=600, compact=True, delete=False, delete_retention_ms=DAY)
+
+
+def write_history(log, rounds=12):
+    """Keys k0..k4 rewritten every round; each value names its round."""
+    expected: dict[bytes, tuple[int, bytes]] = {}
+    for r in range(rounds):
+        keys = [f"k{i}".encode() for i in range(5)]
+        values = [f"r{r}-k{i}".encode() for i in range(5)]
+        info = log.append(batch(5, ts=r * 1000, keys=keys, values=values))
+        for i, key in enumerate(keys):
+            expected[key] = (info.first_offset + i, values[i])
+    log.update_high_watermark(log.log_end_offset)
+    return expected
+
+
+def test_latest_value_per_key_survives_with_offsets_unchanged(tmp_path):
+    clock = Clock(0)
+    log = open_log(tmp_path / "p", CONFIG, clock)
+    write_history(log)
+    before = {r.offset: r for r in all_records(log)}
+    result = compact(log, clock.now)
+    assert result.records_removed > 0 and result.bytes_after < result.bytes_before
+    after = all_records(log)
+    # Every surviving record is byte-for-byte the record that had that offset.
+    assert all(before[r.offset] == r for r in after)
+    # In the cleaned (sealed) part, each key appears once: its latest value there.
+    cleaned_end = log.segments[-1].base_offset
+    sealed = [r for r in after if r.offset < cleaned_end]
+    keys = [r.key for r in sealed]
+    assert len(keys) == len(set(keys))
+    # The latest value of every key is still readable, at its original offset.
+    latest = {}
+    for r in after:
+        latest[r.key] = (r.offset, r.value)
+    assert latest == {k: (o, v) for k, (o, v) in write_latest(before).items()}
+    assert log.log_end_offset == 60
+    assert log.append(batch(1)).first_offset == 60
+
+
+def write_latest(records_by_offset):
+    latest = {}
+    for offset in sorted(records_by_offset):
+        r = records_by_offset[offset]
+        latest[r.key] = (r.offset, r.value)
+    return latest
+
+
+def test_tombstones_are_kept_until_delete_retention_passes(tmp_path):
+    clock = Clock(0)
+    log = open_log(tmp_path / "p", CONFIG, clock)
+    write_history(log, rounds=6)
+    log.append(batch(1, ts=7000, keys=[b"k0"], values=[None]))  # delete k0
+    write_history(log, rounds=0)
+    for _ in range(10):  # push the tombstone into a sealed segment
+        log.append(batch(5, ts=8000, keys=[b"x"] * 5))
+    log.update_high_watermark(log.log_end_offset)
+    compact(log, clock.now)
+    k0 = [r for r in all_records(log) if r.key == b"k0"]
+    assert [r.value for r in k0] == [None]  # only the tombstone is left
+    clock.now = 7000 + DAY + 1
+    compact(log, clock.now)
+    assert not [r for r in all_records(log) if r.key == b"k0"]
+
+
+def test_crash_after_swap_marker_completes_the_swap(tmp_path):
+    clock = Clock(0)
+    log = open_log(tmp_path / "p", CONFIG, clock)
+    write_history(log)
+    compact(log, clock.now)
+    expected = all_records(log)
+    # Simulate a crash between writing the .swap files and retiring the old segments:
+    # restore a copy taken before compaction, then drop in the cleaned files as .swap.
+    compacted_dir = tmp_path / "p"
+    fresh = tmp_path / "fresh"
+    log2 = open_log(fresh, CONFIG, clock)
+    write_history(log2)
+    uncompacted = all_records(log2)
+    for segment in log2.segments:
+        segment.close_files()
+    base = log.segments[0].base_offset
+    name = f"{base:020d}"
+    end = log.segments[1].base_offset
+    for suffix in (".index", ".timeindex", ".log"):
+        shutil.copy(compacted_dir / f"{name}{suffix}", fresh / f"{name}{suffix}{SWAP_SUFFIX}")
+    (fresh / f"{name}.end{SWAP_SUFFIX}").write_text(str(end))
+    reopened = open_log(fresh, CONFIG, clock)
+    # The first cleaned group replaced its range; everything after it is as it was.
+    assert all_records(reopened) == [r for r in expected if r.offset < end] + [
+        r for r in uncompacted if r.offset >= end
+    ]
+    assert not list(fresh.glob("*" + SWAP_SUFFIX))
+
+
+def test_half_built_cleaning_is_discarded(tmp_path):
+    clock = Clock(0)
+    log = open_log(tmp_path / "p", CONFIG, clock)
+    write_history(log)
+    before = all_records(log)
+    for segment in log.segments:
+        segment.close_files()
+    (tmp_path / "p" / "cleaning").mkdir()
+    (tmp_path / "p" / "cleaning" / "junk.log").write_bytes(b"x")
+    (tmp_path / "p" / f"{0:020d}.index{SWAP_SUFFIX}").write_bytes(b"")
+    reopened = open_log(tmp_path / "p", CONFIG, clock)
+    assert all_records(reopened) == before
+    assert not (tmp_path / "p" / "cleaning").exists()
+
+
+def test_bounded_offset_map_cleans_a_prefix(tmp_path):
+    clock = Clock(0)
+    log = open_log(tmp_path / "p", CONFIG, clock)
+    for i in range(40):
+        keys = [f"u{i}-{j}".encode() for j in range(5)]  # all distinct keys
+        log.append(batch(5, keys=keys))
+    log.update_high_watermark(log.log_end_offset)
+    sealed = len(log.segments) - 1
+    result = compact(log, clock.now, max_keys=30)
+    assert 0 < result.segments_cleaned < sealed
+
+
+def test_compaction_throttle_sleeps(tmp_path):
+    clock = Clock(0)
+    log = open_log(tmp_path / "p", CONFIG, clock)
+    write_history(log)
+    slept = []
+    compact(log, clock.now, io_bytes_per_second=1000, sleep=slept.append)
+    assert slept and sum(slept) > 0
