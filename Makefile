@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format check-migrations clean
+.PHONY: install run test lint format check-migrations clean bench-log
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ lint: install
 ## Lint, then the whole suite (Postgres/Redis when DATABASE_URL/REDIS_URL are set).
 test: lint
 	$(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
+
+## Partition-log benchmark (JSON lines; see docs/performance.md). BENCH_DIR picks the disk.
+bench-log: install
+	$(PY) -m data_plane.log.bench $(if $(BENCH_DIR),--dir $(BENCH_DIR),)
 
 format: install
 	$(VENV)/bin/ruff format .

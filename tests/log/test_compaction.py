@@ -138,3 +138,19 @@ def test_compaction_throttle_sleeps(tmp_path):
     slept = []
     compact(log, clock.now, io_bytes_per_second=1000, sleep=slept.append)
     assert slept and sum(slept) > 0
+
+
+def test_compact_and_delete_together(tmp_path):
+    from data_plane.log.retention import apply_retention
+
+    clock = Clock(0)
+    config = LogConfig(segment_bytes=600, compact=True, delete=True, retention_ms=DAY)
+    log = open_log(tmp_path / "p", config, clock)
+    write_history(log)
+    compact(log, clock.now)
+    keys_after_compaction = {r.key for r in all_records(log)}
+    assert keys_after_compaction == {f"k{i}".encode() for i in range(5)}
+    clock.now = 12_000 + DAY + 1  # every record is now older than retention.ms
+    apply_retention(log, clock.now)
+    assert all_records(log) == []
+    assert log.log_start_offset == log.log_end_offset == 60
