@@ -29,6 +29,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from data_plane.log.partition import SWAP_SUFFIX, PartitionLog
 from data_plane.log.segment import LOG_SUFFIX, LogSegment, segment_name
@@ -224,10 +225,7 @@ def _group_end(log: PartitionLog, group: list[LogSegment]) -> int:
     return log.segments[i + 1].base_offset
 
 
-def _swap(log: PartitionLog, group: list[LogSegment], workdir: object, base: int, end: int) -> None:
-    from pathlib import Path
-
-    assert isinstance(workdir, Path)
+def _swap(log: PartitionLog, group: list[LogSegment], workdir: Path, base: int, end: int) -> None:
     name = segment_name(base)
     with log._lock:
         if any(s not in log.segments for s in group):
