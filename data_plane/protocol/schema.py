@@ -1,0 +1,269 @@
+"""Declarative message schemas, as in Kafka's message specs.
+
+A :class:`Message` lists :class:`Field` s. Each field names a logical type and the versions
+it exists in (``versions``), may be null in (``nullable``), and (in flexible versions) is
+carried as a tagged field (``tag`` + ``tagged``). A message's *flexible* versions switch
+strings, bytes and arrays to their compact encodings and add a tagged-field section at the
+end of the message and of every struct.
+
+Decoded messages are plain ``dict`` s keyed by snake_case field names (nested structs are
+dicts, arrays are lists). Encoding takes the same shape; a missing key takes the field's
+default. Fields absent from a version are neither read nor written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from data_plane.protocol.types import (
+    BOOL,
+    INT32,
+    UUID,
+    ZERO_UUID,
+    Buffer,
+    ProtocolError,
+    _Bytes,
+    _Fixed,
+    _Records,
+    _String,
+    read_length,
+    read_tagged_fields,
+    write_length,
+    write_tagged_fields,
+)
+
+Versions = tuple[int, int | None]
+ALL: Versions = (0, None)
+NONE: Versions = (-1, -1)
+
+
+def in_range(version: int, versions: Versions) -> bool:
+    lo, hi = versions
+    return lo >= 0 and version >= lo and (hi is None or version <= hi)
+
+
+@dataclass(frozen=True)
+class Struct:
+    fields: tuple[Field, ...]
+
+    def __init__(self, *fields: Field) -> None:
+        object.__setattr__(self, "fields", tuple(fields))
+
+
+@dataclass(frozen=True)
+class Array:
+    element: Any  # a primitive type or a Struct
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: Any
+    versions: Versions = ALL
+    nullable: Versions = NONE
+    tag: int | None = None
+    tagged: Versions = NONE
+    default: Any = field(default=None)
+
+    def default_value(self, version: int) -> Any:
+        if self.default is not None:
+            return self.default
+        if in_range(version, self.nullable):
+            return None
+        t = self.type
+        if isinstance(t, Array):
+            return []
+        if isinstance(t, Struct):
+            return {f.name: f.default_value(version) for f in t.fields}
+        if isinstance(t, _String):
+            return ""
+        if isinstance(t, _Records):
+            return None
+        if isinstance(t, _Bytes):
+            return b""
+        if t is BOOL:
+            return False
+        if t is UUID:
+            return ZERO_UUID
+        return 0
+
+
+# --- decoding --------------------------------------------------------------------------
+
+
+def _read_value(
+    t: Any, buf: Buffer, pos: int, version: int, flexible: bool, nullable: bool
+) -> tuple[Any, int]:
+    if isinstance(t, _Bytes):
+        return t.read(buf, pos, compact=flexible, nullable=nullable)
+    if isinstance(t, Array):
+        n, pos = read_length(buf, pos, flexible, INT32)
+        if n == -1:
+            if not nullable:
+                raise ProtocolError("null array where the schema forbids it")
+            return None, pos
+        if n < -1 or n > len(buf) - pos:
+            raise ProtocolError(f"array of {n} elements cannot fit in the frame")
+        items = []
+        for _ in range(n):
+            item, pos = _read_value(t.element, buf, pos, version, flexible, False)
+            items.append(item)
+        return items, pos
+    if isinstance(t, Struct):
+        return _read_struct(t.fields, buf, pos, version, flexible)
+    return t.read(buf, pos)  # type: ignore[no-any-return]
+
+
+def _read_struct(
+    fields: Sequence[Field], buf: Buffer, pos: int, version: int, flexible: bool
+) -> tuple[dict[str, Any], int]:
+    out: dict[str, Any] = {}
+    tagged: dict[int, Field] = {}
+    for f in fields:
+        if not in_range(version, f.versions):
+            continue
+        if flexible and f.tag is not None and in_range(version, f.tagged):
+            tagged[f.tag] = f
+            out[f.name] = f.default_value(version)
+            continue
+        out[f.name], pos = _read_value(
+            f.type, buf, pos, version, flexible, in_range(version, f.nullable)
+        )
+    if flexible:
+        raw, pos = read_tagged_fields(buf, pos)
+        for tag, data in raw.items():
+            tf = tagged.get(tag)
+            if tf is None:
+                continue  # unknown tags are skipped, as the spec requires
+            value, end = _read_value(
+                tf.type, data, 0, version, True, in_range(version, tf.nullable)
+            )
+            if end != len(data):
+                raise ProtocolError(f"tagged field {tf.name} has trailing bytes")
+            out[tf.name] = value
+    return out, pos
+
+
+# --- encoding --------------------------------------------------------------------------
+
+
+class _Writer:
+    """Collects output; a non-bytes records value (e.g. a file slice) becomes its own chunk."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Any] = []
+        self.out = bytearray()
+
+    def external(self, value: Any) -> None:
+        self.chunks.append(self.out)
+        self.chunks.append(value)
+        self.out = bytearray()
+
+    def finish(self) -> list[Any]:
+        self.chunks.append(self.out)
+        return [c for c in self.chunks if not isinstance(c, bytearray) or c]
+
+
+def _is_bytes_like(value: Any) -> bool:
+    return isinstance(value, bytes | bytearray | memoryview)
+
+
+def _write_value(
+    t: Any, value: Any, w: _Writer, version: int, flexible: bool, nullable: bool
+) -> None:
+    if isinstance(t, _Records) and value is not None and not _is_bytes_like(value):
+        write_length(len(value), w.out, flexible, INT32)
+        w.external(value)
+        return
+    if isinstance(t, _Bytes):
+        t.write(value, w.out, compact=flexible, nullable=nullable)
+        return
+    if isinstance(t, Array):
+        if value is None:
+            if not nullable:
+                raise ProtocolError("null array where the schema forbids it")
+            write_length(-1, w.out, flexible, INT32)
+            return
+        write_length(len(value), w.out, flexible, INT32)
+        for item in value:
+            _write_value(t.element, item, w, version, flexible, False)
+        return
+    if isinstance(t, Struct):
+        _write_struct(t.fields, value, w, version, flexible)
+        return
+    assert isinstance(t, _Fixed) or hasattr(t, "write")
+    t.write(value, w.out)
+
+
+def _write_struct(
+    fields: Sequence[Field], obj: Mapping[str, Any], w: _Writer, version: int, flexible: bool
+) -> None:
+    tagged: dict[int, bytes] = {}
+    for f in fields:
+        if not in_range(version, f.versions):
+            continue
+        value = obj.get(f.name, None) if isinstance(obj, Mapping) else None
+        if value is None and not in_range(version, f.nullable):
+            value = f.default_value(version)
+        if flexible and f.tag is not None and in_range(version, f.tagged):
+            if value == f.default_value(version):
+                continue  # tagged fields are omitted at their default
+            sub = _Writer()
+            _write_value(f.type, value, sub, version, True, in_range(version, f.nullable))
+            tagged[f.tag] = bytes(sub.out)
+            continue
+        _write_value(f.type, value, w, version, flexible, in_range(version, f.nullable))
+    if flexible:
+        write_tagged_fields(tagged, w.out)
+
+
+# --- messages --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Message:
+    api_key: int
+    name: str
+    kind: str  # "request" | "response"
+    valid: Versions
+    flexible: Versions
+    fields: tuple[Field, ...]
+
+    def is_flexible(self, version: int) -> bool:
+        return in_range(version, self.flexible)
+
+    def check_version(self, version: int) -> None:
+        if not in_range(version, self.valid):
+            raise ProtocolError(f"{self.name} {self.kind} v{version} is not supported")
+
+    def decode(
+        self, buf: Buffer, version: int, pos: int = 0, *, exact: bool = True
+    ) -> dict[str, Any]:
+        self.check_version(version)
+        value, end = _read_struct(self.fields, buf, pos, version, self.is_flexible(version))
+        if exact and end != len(buf):
+            raise ProtocolError(
+                f"{self.name} {self.kind} v{version}: {len(buf) - end} trailing bytes"
+            )
+        return value
+
+    def encode_chunks(self, obj: Mapping[str, Any], version: int) -> list[Any]:
+        """Encoded bytes, split around any external records values (for sendfile)."""
+        self.check_version(version)
+        w = _Writer()
+        _write_struct(self.fields, obj, w, version, self.is_flexible(version))
+        return w.finish()
+
+    def encode(self, obj: Mapping[str, Any], version: int) -> bytes:
+        chunks = self.encode_chunks(obj, version)
+        if any(not _is_bytes_like(c) for c in chunks):
+            raise ProtocolError("use encode_chunks for messages with external records")
+        return b"".join(chunks)
+
+
+def message(
+    api_key: int, name: str, kind: str, valid: Versions, flexible: Versions, *fields: Field
+) -> Message:
+    return Message(api_key, name, kind, valid, flexible, tuple(fields))
