@@ -149,6 +149,9 @@ def _read_struct(
 # --- encoding --------------------------------------------------------------------------
 
 
+_MISSING = object()
+
+
 class _Writer:
     """Collects output; a non-bytes records value (e.g. a file slice) becomes its own chunk."""
 
@@ -204,8 +207,8 @@ def _write_struct(
     for f in fields:
         if not in_range(version, f.versions):
             continue
-        value = obj.get(f.name, None) if isinstance(obj, Mapping) else None
-        if value is None and not in_range(version, f.nullable):
+        value = obj.get(f.name, _MISSING) if isinstance(obj, Mapping) else _MISSING
+        if value is _MISSING or (value is None and not in_range(version, f.nullable)):
             value = f.default_value(version)
         if flexible and f.tag is not None and in_range(version, f.tagged):
             if value == f.default_value(version):

@@ -9,7 +9,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
-from data_plane.protocol.messages import api_versions, metadata
+from data_plane.protocol.messages import (
+    api_versions,
+    create_acls,
+    create_partitions,
+    create_topics,
+    delete_acls,
+    delete_records,
+    delete_topics,
+    describe_acls,
+    describe_cluster,
+    describe_configs,
+    fetch,
+    incremental_alter_configs,
+    list_offsets,
+    metadata,
+    produce,
+    sasl_authenticate,
+    sasl_handshake,
+)
 from data_plane.protocol.schema import Message
 
 
@@ -38,4 +56,24 @@ def _api(module: ModuleType) -> Api:
     return Api(request.api_key, request.name, request, response)
 
 
-APIS: dict[int, Api] = {api.key: api for api in (_api(m) for m in (api_versions, metadata))}
+_MODULES = (
+    produce,
+    fetch,
+    list_offsets,
+    metadata,
+    sasl_handshake,
+    api_versions,
+    create_topics,
+    delete_topics,
+    delete_records,
+    describe_acls,
+    create_acls,
+    delete_acls,
+    describe_configs,
+    sasl_authenticate,
+    create_partitions,
+    incremental_alter_configs,
+    describe_cluster,
+)
+
+APIS: dict[int, Api] = {api.key: api for api in (_api(m) for m in _MODULES)}

@@ -1,0 +1,83 @@
+"""Produce (key 0): write record batches to partitions. Versions 3-9."""
+
+from __future__ import annotations
+
+from data_plane.protocol.schema import Array, Field, Struct, message
+from data_plane.protocol.types import INT16, INT32, INT64, RECORDS, STRING
+
+KEY = 0
+VALID = (3, 9)
+FLEXIBLE = (9, None)
+
+REQUEST = message(
+    KEY,
+    "Produce",
+    "request",
+    VALID,
+    FLEXIBLE,
+    Field("transactional_id", STRING, versions=(3, None), nullable=(3, None)),
+    Field("acks", INT16),
+    Field("timeout_ms", INT32),
+    Field(
+        "topic_data",
+        Array(
+            Struct(
+                Field("name", STRING, versions=(0, 12)),
+                Field(
+                    "partition_data",
+                    Array(
+                        Struct(
+                            Field("index", INT32),
+                            Field("records", RECORDS, nullable=(0, None)),
+                        )
+                    ),
+                ),
+            )
+        ),
+    ),
+)
+
+RESPONSE = message(
+    KEY,
+    "Produce",
+    "response",
+    VALID,
+    FLEXIBLE,
+    Field(
+        "responses",
+        Array(
+            Struct(
+                Field("name", STRING, versions=(0, 12)),
+                Field(
+                    "partition_responses",
+                    Array(
+                        Struct(
+                            Field("index", INT32),
+                            Field("error_code", INT16),
+                            Field("base_offset", INT64),
+                            Field("log_append_time_ms", INT64, versions=(2, None), default=-1),
+                            Field("log_start_offset", INT64, versions=(5, None), default=-1),
+                            Field(
+                                "record_errors",
+                                Array(
+                                    Struct(
+                                        Field("batch_index", INT32, versions=(8, None)),
+                                        Field(
+                                            "batch_index_error_message",
+                                            STRING,
+                                            versions=(8, None),
+                                            nullable=(8, None),
+                                        ),
+                                    )
+                                ),
+                                versions=(8, None),
+                            ),
+                            Field("error_message", STRING, versions=(8, None), nullable=(8, None)),
+                        )
+                    ),
+                ),
+            )
+        ),
+    ),
+    Field("throttle_time_ms", INT32, versions=(1, None)),
+)

@@ -1,0 +1,83 @@
+"""Turning a request frame into (header, body) and a response body into framed chunks.
+
+Unknown API keys and versions outside the supported range raise :class:`Unsupported`, which
+carries what the broker needs to answer UNSUPPORTED_VERSION. For ApiVersions itself the
+answer is a v0 body listing what is supported, so that a client that asked with a version
+we do not know can still learn ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from data_plane.protocol.framing import size_prefix
+from data_plane.protocol.headers import (
+    API_VERSIONS_KEY,
+    RequestHeader,
+    peek_api,
+    read_request_header,
+    request_header_version,
+    response_header_version,
+    write_response_header,
+)
+from data_plane.protocol.messages import APIS, Api
+from data_plane.protocol.schema import in_range
+from data_plane.protocol.types import Buffer
+
+
+@dataclass(frozen=True)
+class Request:
+    header: RequestHeader
+    api: Api
+    body: dict[str, Any]
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+class Unsupported(Exception):
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"API {api_key} v{api_version} is not supported")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+def parse_request(frame: Buffer) -> Request:
+    key, version, correlation = peek_api(frame)
+    api = APIS.get(key)
+    if api is None or not in_range(version, api.request.valid):
+        raise Unsupported(key, version, correlation)
+    flexible = api.request.is_flexible(version)
+    header = read_request_header(frame, request_header_version(flexible))
+    body = api.request.decode(frame, version, header.size)
+    return Request(header, api, body)
+
+
+def encode_response(api: Api, version: int, correlation_id: int, body: dict[str, Any]) -> list[Any]:
+    """Size-prefixed response: ``[prefix+header+bytes, (file slice, bytes)...]``."""
+    flexible = api.response.is_flexible(version)
+    header = write_response_header(correlation_id, response_header_version(api.key, flexible))
+    chunks = api.response.encode_chunks(body, version)
+    length = len(header) + sum(len(c) for c in chunks)
+    first = size_prefix(length) + header
+    if chunks and isinstance(chunks[0], bytes | bytearray):
+        return [first + bytes(chunks[0]), *chunks[1:]]
+    return [first, *chunks]
+
+
+def supported_api_versions() -> list[dict[str, int]]:
+    return [
+        {"api_key": api.key, "min_version": api.min_version, "max_version": api.max_version}
+        for api in sorted(APIS.values(), key=lambda a: a.key)
+    ]
+
+
+def unsupported_version_response(error: Unsupported, error_code: int) -> list[Any]:
+    """The answer to an unsupported request (Kafka closes nothing for this)."""
+    if error.api_key == API_VERSIONS_KEY:
+        body = {"error_code": error_code, "api_keys": supported_api_versions()}
+        return encode_response(APIS[API_VERSIONS_KEY], 0, error.correlation_id, body)
+    raise error
