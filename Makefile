@@ -28,7 +28,7 @@ lint: install
 
 ## Lint, then the whole suite (Postgres/Redis when DATABASE_URL/REDIS_URL are set).
 test: lint
-	$(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n 2 --dist loadscope $(PYTEST_ARGS)
 
 ## Partition-log benchmark (JSON lines; see docs/performance.md). BENCH_DIR picks the disk.
 bench-log: install

@@ -237,6 +237,13 @@ MILLRACE_DEFAULT_TENANT_LIMITS = {
 MILLRACE_MAX_REPLICATION_FACTOR = envint("MILLRACE_MAX_REPLICATION_FACTOR", 3, minimum=1)
 MILLRACE_DEFAULT_REPLICATION_FACTOR = envint("MILLRACE_DEFAULT_REPLICATION_FACTOR", 3, minimum=1)
 MILLRACE_BROKER_LEASE_SECONDS = envint("MILLRACE_BROKER_LEASE_SECONDS", 10, minimum=1)
+MILLRACE_CLUSTER_ID = envstr("MILLRACE_CLUSTER_ID", "millrace-cluster")
+# The Kafka listener of `manage.py broker` (and the one `manage.py up` starts).
+MILLRACE_BROKER_HOST = envstr("MILLRACE_BROKER_HOST", "127.0.0.1")
+MILLRACE_BROKER_PORT = envint("MILLRACE_BROKER_PORT", 9092, minimum=0)
+MILLRACE_BROKER_ADVERTISED_HOST = envstr("MILLRACE_BROKER_ADVERTISED_HOST")
+# Unauthenticated clients act as the `default` tenant: development only, never production.
+MILLRACE_BROKER_ALLOW_ANONYMOUS = envbool("MILLRACE_BROKER_ALLOW_ANONYMOUS", False)
 MILLRACE_AUDIT_RETENTION_DAYS = envint("MILLRACE_AUDIT_RETENTION_DAYS", 365, minimum=1)
 
 # --- REST API -----------------------------------------------------------------------

@@ -60,11 +60,11 @@ class Output:
 
 @pytest.mark.slow
 def test_up_serves_console_runs_worker_and_stops_cleanly(tmp_path):
-    port = free_port()
+    port, broker_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ENV_DROP}
     env.update(MILLRACE_DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "up", "--port", str(port)],
+        [sys.executable, "manage.py", "up", "--port", str(port), "--broker-port", str(broker_port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -107,6 +107,21 @@ def test_up_serves_console_runs_worker_and_stops_cleanly(tmp_path):
             capture_output=True,
         )
         out.wait_for(r"millrace\.audit\.prune_audit_events\[[^\]]+\] succeeded", timeout=30)
+
+        # The broker serves the default tenant to an unauthenticated Kafka client.
+        from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+        bootstrap = f"127.0.0.1:{broker_port}"
+        out.wait_for(r"broker 1 ready", timeout=60)
+        producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
+        producer.send("newcomer", b"hello from make run").get(timeout=30)
+        producer.close()
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, consumer_timeout_ms=5000, auto_offset_reset="earliest"
+        )
+        consumer.assign([TopicPartition("newcomer", 0)])
+        assert [m.value for m in consumer] == [b"hello from make run"]
+        consumer.close()
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -51,6 +51,9 @@ class FileSlice:
     length: int
     first_offset: int
 
+    def __len__(self) -> int:
+        return self.length
+
     def read(self) -> bytes:
         if self.length == 0:
             return b""

@@ -52,7 +52,9 @@ def parse_request(frame: Buffer) -> Request:
         raise Unsupported(key, version, correlation)
     flexible = api.request.is_flexible(version)
     header = read_request_header(frame, request_header_version(flexible))
-    body = api.request.decode(frame, version, header.size)
+    # Like Kafka's own broker, ignore bytes after the last field: librdkafka sends a few
+    # extra bytes in some Metadata v12 requests, and newer clients may append more.
+    body = api.request.decode(frame, version, header.size, exact=False)
     return Request(header, api, body)
 
 

@@ -43,12 +43,16 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="web listen address")
         parser.add_argument("--port", type=int, default=8000, help="web listen port")
         parser.add_argument("--no-migrate", action="store_true", help="skip migrate")
+        parser.add_argument(
+            "--broker-port", type=int, default=9092, help="Kafka listener of the broker (127.0.0.1)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
         boot = ensure_first_admin()
-        children = self._children(options["host"], options["port"])
+        self._broker_port = options["broker_port"]
+        children = self._children(options["host"], options["port"], options["broker_port"])
         stopping = False
 
         def request_stop(signum: int, frame: object) -> None:
@@ -75,7 +79,7 @@ class Command(BaseCommand):
             )
         self.stdout.write("Millrace stopped.")
 
-    def _children(self, host: str, port: int) -> list[Child]:
+    def _children(self, host: str, port: int, broker_port: int) -> list[Child]:
         python = sys.executable
         schedule = Path(settings.CELERY_BEAT_SCHEDULE_FILENAME)
         schedule.parent.mkdir(parents=True, exist_ok=True)
@@ -124,6 +128,22 @@ class Command(BaseCommand):
                     str(schedule),
                 ],
             ),
+            # Development listener: unauthenticated clients act as the `default` tenant.
+            Child(
+                "broker",
+                [
+                    python,
+                    "manage.py",
+                    "broker",
+                    "--id",
+                    "1",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(broker_port),
+                    "--allow-anonymous",
+                ],
+            ),
         ]
 
     def _wait_ready(self, url: str, children: list[Child], stopping: Any) -> bool:
@@ -141,7 +161,11 @@ class Command(BaseCommand):
         return False
 
     def _banner(self, url: str, boot: Any) -> None:
-        lines = [f"Millrace is up: {url}  (API docs: {url}api/docs/)"]
+        lines = [
+            f"Millrace is up: {url}  (API docs: {url}api/docs/)",
+            f"Kafka: 127.0.0.1:{self._broker_port}  "
+            f"(try: kcat -b 127.0.0.1:{self._broker_port} -L)",
+        ]
         if boot.password:
             lines.append(
                 f"First admin created. Username: {boot.username}  Password: {boot.password}"

@@ -1,0 +1,349 @@
+"""The broker's metadata store, backed by the Django models and services.
+
+Implements :class:`data_plane.broker.ports.MetadataStore`. Snapshots are read in one
+transaction; admin requests from Kafka clients go through the same service functions as
+the REST API (validation, tenant limits, audit events, notifications), with the API key as
+the actor. ``validate_only`` requests run the service and roll back.
+
+Called from the broker's worker threads, never from its event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from control_plane.access import services as access_services
+from control_plane.access.models import Acl, ApiKey
+from control_plane.catalog import services as catalog_services
+from control_plane.catalog.models import Broker, BrokerState, Partition, Topic
+from control_plane.core.actor import Actor
+from control_plane.core.errors import AlreadyExists, InvalidInput, LimitExceeded, ServiceError
+from control_plane.core.notify import CHANNEL
+from control_plane.tenancy.models import Tenant
+from data_plane.broker.model import (
+    BrokerInfo,
+    MetadataSnapshot,
+    PartitionInfo,
+    Principal,
+    TenantInfo,
+    TopicInfo,
+)
+from data_plane.broker.ports import AdminError, ScramCredentials
+from data_plane.protocol.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TENANT = "default"
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _admin_error(exc: ServiceError) -> AdminError:
+    field = exc.field or ""
+    if isinstance(exc, AlreadyExists):
+        return AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, exc.message)
+    if isinstance(exc, LimitExceeded):
+        return AdminError(ErrorCode.POLICY_VIOLATION, exc.message)
+    if isinstance(exc, InvalidInput):
+        if field == "name":
+            return AdminError(ErrorCode.INVALID_TOPIC_EXCEPTION, exc.message)
+        if field == "partition_count":
+            return AdminError(ErrorCode.INVALID_PARTITIONS, exc.message)
+        if field == "replication_factor":
+            return AdminError(ErrorCode.INVALID_REPLICATION_FACTOR, exc.message)
+        if field.startswith("configs"):
+            return AdminError(ErrorCode.INVALID_CONFIG, exc.message)
+        return AdminError(ErrorCode.INVALID_REQUEST, exc.message)
+    return AdminError(ErrorCode.UNKNOWN_SERVER_ERROR, exc.message)
+
+
+class DjangoMetadataStore:
+    def __init__(self, *, allow_anonymous: bool = False) -> None:
+        self.allow_anonymous = allow_anonymous
+        self._version = 0
+        self._listener: Any = None
+        self._listen_lock = threading.Lock()
+
+    # --- snapshots --------------------------------------------------------------------
+
+    def snapshot(self) -> MetadataSnapshot:
+        close_old_connections()
+        with transaction.atomic():
+            tenants = {
+                t.pk: TenantInfo(
+                    t.pk,
+                    t.slug,
+                    t.produce_byte_rate,
+                    t.fetch_byte_rate,
+                    t.max_partitions,
+                    t.max_storage_bytes,
+                )
+                for t in Tenant.objects.all()
+            }
+            partitions: dict[int, list[PartitionInfo]] = {}
+            for p in Partition.objects.order_by("topic_id", "index"):
+                partitions.setdefault(p.topic_id, []).append(
+                    PartitionInfo(
+                        p.index, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
+                    )
+                )
+            topics: dict[int, dict[str, TopicInfo]] = {}
+            for t in Topic.objects.all():
+                topics.setdefault(t.tenant_id, {})[t.name] = TopicInfo(
+                    t.tenant_id,
+                    t.name,
+                    t.topic_id,
+                    tuple(partitions.get(t.pk, ())),
+                    dict(t.configs),
+                )
+            acls: dict[int, list[Any]] = {}
+            for acl in Acl.objects.select_related("service_account"):
+                acls.setdefault(acl.tenant_id, []).append(acl.to_binding())
+            lease = settings.MILLRACE_BROKER_LEASE_SECONDS
+            brokers = {
+                b.id: BrokerInfo(b.id, b.host, b.port, b.rack or None)
+                for b in Broker.objects.live(lease)
+            }
+            active = frozenset(ApiKey.objects.active().values_list("key_id", flat=True))
+        self._version += 1
+        return MetadataSnapshot(
+            tenants=tenants,
+            topics=topics,
+            acls={k: tuple(v) for k, v in acls.items()},
+            brokers=brokers,
+            active_keys=active,
+            cluster_id=settings.MILLRACE_CLUSTER_ID,
+            version=self._version,
+        )
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """LISTEN on Postgres; elsewhere just wait (the caller polls)."""
+        if connection.vendor != "postgresql":
+            time.sleep(timeout)
+            return False
+        with self._listen_lock:
+            if self._listener is None:
+                import psycopg
+
+                params = connection.get_connection_params()
+                params.pop("cursor_factory", None)
+                params.pop("context", None)
+                self._listener = psycopg.connect(**params, autocommit=True)
+                self._listener.execute(f"LISTEN {CHANNEL}")
+            try:
+                got = any(True for _ in self._listener.notifies(timeout=timeout, stop_after=1))
+            except Exception:
+                logger.warning("metadata LISTEN connection failed; polling", exc_info=True)
+                with contextlib.suppress(Exception):
+                    self._listener.close()
+                self._listener = None
+                time.sleep(timeout)
+                return False
+            if got:  # drain a burst of notifications into one refresh
+                for _ in self._listener.notifies(timeout=0.05):
+                    pass
+            return got
+
+    # --- authentication ------------------------------------------------------------------
+
+    def _active_key(self, key_id: str) -> ApiKey | None:
+        close_old_connections()
+        return (
+            ApiKey.objects.active()
+            .select_related("service_account", "tenant")
+            .filter(key_id=key_id)
+            .first()
+        )
+
+    @staticmethod
+    def _principal(key: ApiKey) -> Principal:
+        return Principal(key.tenant_id, key.tenant.slug, key.service_account.principal, key.key_id)
+
+    def scram_credentials(self, key_id: str, mechanism: str) -> ScramCredentials | None:
+        key = self._active_key(key_id)
+        if key is None:
+            return None
+        prefix = "scram_sha256" if mechanism == "SCRAM-SHA-256" else "scram_sha512"
+        return ScramCredentials(
+            bytes(getattr(key, f"{prefix}_salt")),
+            bytes(getattr(key, f"{prefix}_stored_key")),
+            bytes(getattr(key, f"{prefix}_server_key")),
+            getattr(key, f"{prefix}_iterations"),
+        )
+
+    def principal_for_key(self, key_id: str) -> Principal | None:
+        key = self._active_key(key_id)
+        if key is None:
+            return None
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+        return self._principal(key)
+
+    def verify_plain(self, key_id: str, secret: str) -> Principal | None:
+        close_old_connections()
+        try:
+            key = access_services.authenticate_api_key(key_id, secret)
+        except access_services.KeyRejected:
+            return None
+        return self._principal(key)
+
+    def anonymous_principal(self) -> Principal | None:
+        if not self.allow_anonymous:
+            return None
+        close_old_connections()
+        tenant = Tenant.objects.filter(slug=DEFAULT_TENANT).first()
+        if tenant is None:
+            return None
+        return Principal(tenant.pk, tenant.slug, "User:ANONYMOUS", None)
+
+    # --- brokers --------------------------------------------------------------------------
+
+    def register_broker(self, broker_id: int, host: str, port: int, rack: str | None) -> None:
+        close_old_connections()
+        Broker.objects.update_or_create(
+            id=broker_id,
+            defaults={
+                "host": host,
+                "port": port,
+                "rack": rack or "",
+                "state": BrokerState.RUNNING,
+                "last_heartbeat": timezone.now(),
+            },
+        )
+
+    def heartbeat(self, broker_id: int) -> None:
+        close_old_connections()
+        Broker.objects.filter(id=broker_id).update(
+            last_heartbeat=timezone.now(), state=BrokerState.RUNNING
+        )
+
+    def deregister_broker(self, broker_id: int) -> None:
+        close_old_connections()
+        Broker.objects.filter(id=broker_id).update(state=BrokerState.SHUTTING_DOWN)
+
+    def assign_unassigned_partitions(self, broker_id: int) -> int:
+        """Single-broker assignment (Step 3); Step 5's controller spreads replicas."""
+        close_old_connections()
+        with transaction.atomic():
+            return Partition.objects.filter(leader__isnull=True).update(
+                leader=broker_id, replicas=[broker_id], isr=[broker_id]
+            )
+
+    # --- admin -------------------------------------------------------------------------------
+
+    def _actor(self, principal: Principal) -> Actor:
+        key = ApiKey.objects.filter(key_id=principal.key_id).first() if principal.key_id else None
+        return Actor(api_key=key)
+
+    def _run(self, fn: Callable[[], Any], validate_only: bool) -> Any:
+        close_old_connections()
+        try:
+            with transaction.atomic():
+                result = fn()
+                if validate_only:
+                    raise _Rollback
+                return result
+        except _Rollback:
+            return None
+        except ServiceError as exc:
+            raise _admin_error(exc) from None
+
+    def _topic(self, principal: Principal, name: str) -> Topic:
+        topic = Topic.objects.filter(tenant_id=principal.tenant_id, name=name).first()
+        if topic is None:
+            raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        return topic
+
+    def create_topic(
+        self,
+        principal: Principal,
+        name: str,
+        partitions: int,
+        replication_factor: int | None,
+        configs: Mapping[str, str],
+        validate_only: bool,
+    ) -> None:
+        tenant = Tenant.objects.get(pk=principal.tenant_id)
+        self._run(
+            lambda: catalog_services.create_topic(
+                self._actor(principal),
+                tenant,
+                name=name,
+                partition_count=partitions,
+                replication_factor=replication_factor,
+                configs=dict(configs),
+            ),
+            validate_only,
+        )
+
+    def delete_topic(self, principal: Principal, name: str) -> None:
+        self._run(
+            lambda: catalog_services.delete_topic(
+                self._actor(principal), self._topic(principal, name)
+            ),
+            False,
+        )
+
+    def create_partitions(
+        self, principal: Principal, name: str, count: int, validate_only: bool
+    ) -> None:
+        self._run(
+            lambda: catalog_services.add_partitions(
+                self._actor(principal), self._topic(principal, name), partition_count=count
+            ),
+            validate_only,
+        )
+
+    def alter_topic_configs(
+        self,
+        principal: Principal,
+        name: str,
+        changes: Mapping[str, str | None],
+        validate_only: bool,
+    ) -> None:
+        self._run(
+            lambda: catalog_services.alter_topic_configs(
+                self._actor(principal), self._topic(principal, name), dict(changes)
+            ),
+            validate_only,
+        )
+
+    def create_acl(self, principal: Principal, binding: Any) -> None:
+        tenant = Tenant.objects.get(pk=principal.tenant_id)
+        self._run(
+            lambda: access_services.create_acl(
+                self._actor(principal),
+                tenant,
+                principal=binding.principal,
+                resource_type=binding.resource_type.value,
+                pattern_type=binding.pattern_type.value,
+                resource_name=binding.resource_name,
+                operation=binding.operation.value,
+                permission=binding.permission.value,
+                host=binding.host,
+            ),
+            False,
+        )
+
+    def delete_acls(self, principal: Principal, matcher: Callable[[Any], bool]) -> list[Any]:
+        close_old_connections()
+        deleted = []
+        with transaction.atomic():
+            for acl in Acl.objects.filter(tenant_id=principal.tenant_id).select_related(
+                "service_account"
+            ):
+                binding = acl.to_binding()
+                if matcher(binding):
+                    access_services.delete_acl(self._actor(principal), acl)
+                    deleted.append(binding)
+        return deleted

@@ -1,0 +1,782 @@
+"""One ``handle_<api>`` per Kafka API. Each takes the request context and the decoded
+request body and returns the response body (or None for a produce with acks=0).
+
+Authorization splits every request's resources into authorized / unauthorized / unknown
+before doing any work, as Kafka's handlers do. Names are always resolved inside the
+principal's tenant, so another tenant's topic is indistinguishable from a missing one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from data_plane.acl import (
+    CLUSTER_RESOURCE_NAME,
+    AclBinding,
+    InvalidAclBinding,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    authorize,
+)
+from data_plane.broker.model import Principal, TopicInfo
+from data_plane.broker.ports import AdminError
+from data_plane.log.partition import LogIOError, OffsetOutOfRange, PartitionLog
+from data_plane.protocol.errors import ErrorCode
+from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from data_plane.records.batch import InvalidRecordBatch
+from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
+
+if TYPE_CHECKING:
+    from data_plane.broker.server import Broker
+
+E = ErrorCode
+T = ResourceType.TOPIC
+
+
+@dataclass
+class Context:
+    broker: Broker
+    principal: Principal
+    host: str
+    version: int
+
+    def may(self, op: Operation, rtype: ResourceType, name: str) -> bool:
+        return (
+            authorize(
+                self.broker.snapshot.tenant_acls(self.principal.tenant_id),
+                principal=self.principal.name,
+                host=self.host,
+                operation=op,
+                resource_type=rtype,
+                resource_name=name,
+            ).allowed
+            or self.principal.is_anonymous
+        )
+
+    def may_cluster(self, op: Operation) -> bool:
+        return self.may(op, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
+
+    def topic(self, name: str | None) -> TopicInfo | None:
+        if name is None:
+            return None
+        return self.broker.snapshot.topic(self.principal.tenant_id, name)
+
+
+# --- Metadata ---------------------------------------------------------------------------
+
+
+async def handle_metadata(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    requested = req.get("topics")
+    tenant_topics = b.snapshot.tenant_topics(ctx.principal.tenant_id)
+    if requested is None:
+        names = sorted(n for n in tenant_topics if ctx.may(Operation.DESCRIBE, T, n))
+        explicit = False
+    else:
+        names = [t["name"] for t in requested if t.get("name") is not None]
+        explicit = True
+    created = False
+    topics = []
+    for name in names:
+        topic = ctx.topic(name)
+        if (
+            topic is None
+            and explicit
+            and req.get("allow_auto_topic_creation", True)
+            and (ctx.may_cluster(Operation.CREATE) or ctx.may(Operation.CREATE, T, name))
+        ):
+            created = created or await _auto_create(ctx, name)
+            topics.append(_topic_error(name, E.LEADER_NOT_AVAILABLE))
+            continue
+        if topic is None:
+            topics.append(_topic_error(name, E.UNKNOWN_TOPIC_OR_PARTITION))
+        elif not ctx.may(Operation.DESCRIBE, T, name):
+            topics.append(_topic_error(name, E.TOPIC_AUTHORIZATION_FAILED))
+        else:
+            topics.append(_topic_metadata(b, topic))
+    if created:
+        await b.refresh_metadata()
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [b.broker_metadata()],
+        "cluster_id": b.snapshot.cluster_id,
+        "controller_id": b.config.broker_id,
+        "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+async def _auto_create(ctx: Context, name: str) -> bool:
+    try:
+        await ctx.broker.call_store(
+            ctx.broker.store.create_topic,
+            ctx.principal,
+            name,
+            ctx.broker.config.default_partitions,
+            None,
+            {},
+            False,
+        )
+    except AdminError:
+        return False
+    return True
+
+
+def _topic_error(name: str, code: int) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "partitions": [], "is_internal": False}
+
+
+def _topic_metadata(b: Broker, topic: TopicInfo) -> dict[str, Any]:
+    partitions = []
+    for p in topic.partitions:
+        if p.leader is None:
+            partitions.append(
+                {
+                    "error_code": E.LEADER_NOT_AVAILABLE,
+                    "partition_index": p.index,
+                    "leader_id": -1,
+                    "leader_epoch": -1,
+                    "replica_nodes": [],
+                    "isr_nodes": [],
+                    "offline_replicas": [],
+                }
+            )
+            continue
+        partitions.append(
+            {
+                "error_code": E.NONE,
+                "partition_index": p.index,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": [],
+            }
+        )
+    return {
+        "error_code": E.NONE,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": False,
+        "partitions": partitions,
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+# --- Produce ------------------------------------------------------------------------------
+
+
+async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | None:
+    b = ctx.broker
+    acks = req["acks"]
+    results = []
+    total_bytes = 0
+    for t in req["topic_data"]:
+        partitions = []
+        topic = ctx.topic(t["name"])
+        allowed = topic is not None and ctx.may(Operation.WRITE, T, t["name"])
+        for p in t["partition_data"]:
+            records = p["records"]
+            total_bytes += len(records) if records is not None else 0
+            code: int = E.NONE
+            message, info, log = None, None, None
+            if acks not in (-1, 0, 1):
+                code = E.INVALID_REQUIRED_ACKS
+            elif topic is None:
+                code = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif not allowed:
+                code = E.TOPIC_AUTHORIZATION_FAILED
+            elif records is None:
+                code = E.CORRUPT_MESSAGE
+            elif b.tenant_over_storage(ctx.principal.tenant_id):
+                code, message = E.POLICY_VIOLATION, "tenant storage limit reached"
+            else:
+                log, code = b.leader_log(topic, p["index"])
+            if log is not None and code == E.NONE:
+                try:
+                    info = log.append(records)
+                    b.after_append(ctx.principal.tenant_id, log, len(records))
+                except InvalidRecordBatch as exc:
+                    code = E.MESSAGE_TOO_LARGE if exc.reason == "too_large" else E.CORRUPT_MESSAGE
+                    message = str(exc)
+                except LogIOError as exc:
+                    code, message = E.KAFKA_STORAGE_ERROR, str(exc)
+            partitions.append(
+                {
+                    "index": p["index"],
+                    "error_code": code,
+                    "base_offset": info.first_offset if info else -1,
+                    "log_append_time_ms": info.log_append_time if info else -1,
+                    "log_start_offset": log.log_start_offset if log is not None else -1,
+                    "record_errors": [],
+                    "error_message": message,
+                }
+            )
+        results.append({"name": t["name"], "partition_responses": partitions})
+    throttle = b.quotas.record(
+        ctx.principal.tenant_id,
+        "produce",
+        total_bytes,
+        b.tenant_rate(ctx.principal.tenant_id, "produce"),
+    )
+    if acks == 0:
+        if throttle:
+            await asyncio.sleep(throttle / 1000)
+        return None
+    return {"responses": results, "throttle_time_ms": throttle}
+
+
+# --- Fetch ----------------------------------------------------------------------------------
+
+
+async def handle_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    if req.get("replica_id", -1) >= 0:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "session_id": 0,
+            "responses": [],
+        }
+    deadline = time.monotonic() + max(0, req["max_wait_ms"]) / 1000
+    while True:
+        waiter = b.data_arrived()
+        responses, total = _read_fetch(ctx, req)
+        if total >= req["min_bytes"] or time.monotonic() >= deadline:
+            break
+        try:
+            await asyncio.wait_for(waiter.wait(), deadline - time.monotonic())
+        except TimeoutError:
+            pass
+    throttle = b.quotas.record(
+        ctx.principal.tenant_id, "fetch", total, b.tenant_rate(ctx.principal.tenant_id, "fetch")
+    )
+    return {
+        "throttle_time_ms": throttle,
+        "error_code": E.NONE,
+        "session_id": 0,
+        "responses": responses,
+    }
+
+
+def _read_fetch(ctx: Context, req: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    b = ctx.broker
+    budget = req.get("max_bytes", 0x7FFFFFFF)
+    total = 0
+    responses = []
+    for t in req["topics"]:
+        topic = ctx.topic(t["topic"])
+        allowed = topic is not None and ctx.may(Operation.READ, T, t["topic"])
+        partitions = []
+        for p in t["partitions"]:
+            entry: dict[str, Any] = {
+                "partition_index": p["partition"],
+                "error_code": E.NONE,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "aborted_transactions": None,
+                "preferred_read_replica": -1,
+                "records": b"",
+            }
+            partitions.append(entry)
+            if topic is None:
+                entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if not allowed:
+                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+                continue
+            log, code = b.leader_log(topic, p["partition"])
+            if log is None:
+                entry["error_code"] = code
+                continue
+            entry.update(
+                high_watermark=log.high_watermark,
+                last_stable_offset=log.high_watermark,
+                log_start_offset=log.log_start_offset,
+            )
+            limit = min(p["partition_max_bytes"], max(0, budget - total))
+            try:
+                found = log.read(
+                    p["fetch_offset"], limit, max_offset=log.high_watermark, min_one=total == 0
+                )
+            except OffsetOutOfRange:
+                entry["error_code"] = E.OFFSET_OUT_OF_RANGE
+                continue
+            if found is not None and found.length:
+                entry["records"] = found
+                total += found.length
+        responses.append({"topic": t["topic"], "partitions": partitions})
+    return responses, total
+
+
+# --- ListOffsets ------------------------------------------------------------------------------
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+async def handle_list_offsets(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    if req.get("replica_id", -1) >= 0:
+        code = E.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        code = None
+    topics = []
+    for t in req["topics"]:
+        topic = ctx.topic(t["name"])
+        allowed = topic is not None and ctx.may(Operation.DESCRIBE, T, t["name"])
+        partitions = []
+        for p in t["partitions"]:
+            entry = {
+                "partition_index": p["partition_index"],
+                "error_code": E.NONE,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            partitions.append(entry)
+            if code is not None:
+                entry["error_code"] = code
+            elif topic is None:
+                entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif not allowed:
+                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            else:
+                log, err = b.leader_log(topic, p["partition_index"])
+                if log is None:
+                    entry["error_code"] = err
+                    continue
+                ts = p["timestamp"]
+                if ts == LATEST:
+                    entry["offset"] = log.high_watermark
+                elif ts == EARLIEST:
+                    entry["offset"] = log.log_start_offset
+                elif ts == MAX_TIMESTAMP:
+                    found = log.offset_for_timestamp(0)
+                    entry["offset"] = found.offset if found else -1
+                else:
+                    found = log.offset_for_timestamp(ts)
+                    if found is not None and found.offset < log.high_watermark:
+                        entry["offset"], entry["timestamp"] = found.offset, found.timestamp
+        topics.append({"name": t["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+# --- topic admin ---------------------------------------------------------------------------------
+
+
+async def handle_create_topics(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    results = []
+    for t in req["topics"]:
+        name = t["name"]
+        entry: dict[str, Any] = {
+            "name": name,
+            "error_code": E.NONE,
+            "error_message": None,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": None,
+        }
+        results.append(entry)
+        if not (ctx.may_cluster(Operation.CREATE) or ctx.may(Operation.CREATE, T, name)):
+            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            continue
+        if t.get("assignments"):
+            entry["error_code"] = E.INVALID_REQUEST
+            entry["error_message"] = "manual replica assignment is not supported"
+            continue
+        partitions = t["num_partitions"] if t["num_partitions"] > 0 else b.config.default_partitions
+        rf = t["replication_factor"] if t["replication_factor"] > 0 else None
+        configs = {c["name"]: c["value"] for c in t.get("configs", [])}
+        try:
+            await b.call_store(
+                b.store.create_topic,
+                ctx.principal,
+                name,
+                partitions,
+                rf,
+                configs,
+                req.get("validate_only", False),
+            )
+            entry["num_partitions"] = partitions
+            entry["replication_factor"] = rf or 1
+        except AdminError as exc:
+            entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+    await b.refresh_metadata()
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+async def handle_delete_topics(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    names = list(req.get("topic_names") or [])
+    for t in req.get("topics") or []:
+        if t.get("name"):
+            names.append(t["name"])
+        elif t.get("topic_id"):
+            found = b.snapshot_topic_by_id(ctx.principal.tenant_id, t["topic_id"])
+            names.append(found.name if found else "")
+    results = []
+    for name in names:
+        topic = ctx.topic(name)
+        entry: dict[str, Any] = {
+            "name": name,
+            "topic_id": topic.topic_id if topic else None,
+            "error_code": E.NONE,
+            "error_message": None,
+        }
+        results.append(entry)
+        if topic is None:
+            entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+        elif not ctx.may(Operation.DELETE, T, name):
+            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+        else:
+            try:
+                await b.call_store(b.store.delete_topic, ctx.principal, name)
+            except AdminError as exc:
+                entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+    await b.refresh_metadata()
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+async def handle_create_partitions(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    results = []
+    for t in req["topics"]:
+        name = t["name"]
+        entry: dict[str, Any] = {"name": name, "error_code": E.NONE, "error_message": None}
+        results.append(entry)
+        if ctx.topic(name) is None:
+            entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+        elif not ctx.may(Operation.ALTER, T, name):
+            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+        elif t.get("assignments"):
+            entry["error_code"] = E.INVALID_REQUEST
+            entry["error_message"] = "manual replica assignment is not supported"
+        else:
+            try:
+                await b.call_store(
+                    b.store.create_partitions,
+                    ctx.principal,
+                    name,
+                    t["count"],
+                    req.get("validate_only", False),
+                )
+            except AdminError as exc:
+                entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+    await b.refresh_metadata()
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def handle_delete_records(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    topics = []
+    for t in req["topics"]:
+        topic = ctx.topic(t["name"])
+        allowed = topic is not None and ctx.may(Operation.DELETE, T, t["name"])
+        partitions = []
+        for p in t["partitions"]:
+            entry = {
+                "partition_index": p["partition_index"],
+                "low_watermark": -1,
+                "error_code": E.NONE,
+            }
+            partitions.append(entry)
+            if topic is None:
+                entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if not allowed:
+                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+                continue
+            log, code = b.leader_log(topic, p["partition_index"])
+            if log is None:
+                entry["error_code"] = code
+                continue
+            offset = p["offset"] if p["offset"] >= 0 else log.high_watermark
+            try:
+                entry["low_watermark"] = log.delete_records_before(offset)
+            except OffsetOutOfRange:
+                entry["error_code"] = E.OFFSET_OUT_OF_RANGE
+        topics.append({"name": t["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+# --- configs --------------------------------------------------------------------------------
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+CONFIG_TYPES = {bool: 1, str: 2, int: 5}  # BOOLEAN, STRING, LONG
+SOURCE_TOPIC, SOURCE_DEFAULT = 1, 5
+
+
+async def handle_describe_configs(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    results = []
+    for r in req["resources"]:
+        entry: dict[str, Any] = {
+            "error_code": E.NONE,
+            "error_message": None,
+            "resource_type": r["resource_type"],
+            "resource_name": r["resource_name"],
+            "configs": [],
+        }
+        results.append(entry)
+        if r["resource_type"] == BROKER_RESOURCE:
+            continue
+        if r["resource_type"] != TOPIC_RESOURCE:
+            entry["error_code"] = E.INVALID_REQUEST
+            continue
+        topic = ctx.topic(r["resource_name"])
+        if topic is None:
+            entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+        elif not ctx.may(Operation.DESCRIBE_CONFIGS, T, topic.name):
+            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+        else:
+            wanted = r.get("configuration_keys")
+            values = effective_configs(topic.configs)
+            for name, definition in TOPIC_CONFIGS.items():
+                if wanted is not None and name not in wanted:
+                    continue
+                overridden = name in topic.configs
+                entry["configs"].append(
+                    {
+                        "name": name,
+                        "value": definition.to_kafka_string(values[name]),
+                        "read_only": False,
+                        "config_source": SOURCE_TOPIC if overridden else SOURCE_DEFAULT,
+                        "is_sensitive": False,
+                        "synonyms": [],
+                        "config_type": CONFIG_TYPES.get(definition.kind, 2),
+                        "documentation": definition.doc
+                        if req.get("include_documentation")
+                        else None,
+                    }
+                )
+    return {"throttle_time_ms": 0, "results": results}
+
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+async def handle_incremental_alter_configs(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    responses = []
+    for r in req["resources"]:
+        entry: dict[str, Any] = {
+            "error_code": E.NONE,
+            "error_message": None,
+            "resource_type": r["resource_type"],
+            "resource_name": r["resource_name"],
+        }
+        responses.append(entry)
+        if r["resource_type"] != TOPIC_RESOURCE:
+            entry["error_code"] = E.INVALID_REQUEST
+            entry["error_message"] = "only topic configs can be altered"
+            continue
+        topic = ctx.topic(r["resource_name"])
+        if topic is None:
+            entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if not ctx.may(Operation.ALTER_CONFIGS, T, topic.name):
+            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            continue
+        current = effective_configs(topic.configs)
+        changes: dict[str, str | None] = {}
+        for c in r["configs"]:
+            op, name, value = c["config_operation"], c["name"], c["value"]
+            if op == SET:
+                changes[name] = value
+            elif op == DELETE:
+                changes[name] = None
+            elif op in (APPEND, SUBTRACT) and name == "cleanup.policy":
+                parts = set(str(current[name]).split(",")) - {""}
+                delta = set((value or "").split(",")) - {""}
+                parts = parts | delta if op == APPEND else parts - delta
+                changes[name] = ",".join(sorted(parts)) or None
+            else:
+                entry["error_code"] = E.INVALID_CONFIG
+                entry["error_message"] = f"operation {op} does not apply to {name}"
+                break
+        if entry["error_code"] != E.NONE:
+            continue
+        try:
+            await b.call_store(
+                b.store.alter_topic_configs,
+                ctx.principal,
+                topic.name,
+                changes,
+                req.get("validate_only", False),
+            )
+        except AdminError as exc:
+            entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+    await b.refresh_metadata()
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+# --- cluster and ACLs ---------------------------------------------------------------------------
+
+
+async def handle_describe_cluster(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    code = E.NONE if ctx.may_cluster(Operation.DESCRIBE) else E.CLUSTER_AUTHORIZATION_FAILED
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": None,
+        "cluster_id": b.snapshot.cluster_id,
+        "controller_id": b.config.broker_id,
+        "brokers": [
+            {"broker_id": m["node_id"], "host": m["host"], "port": m["port"], "rack": m["rack"]}
+            for m in [b.broker_metadata()]
+        ]
+        if code == E.NONE
+        else [],
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+_RESOURCE_BY_CODE = {t.kafka_code: t for t in ResourceType}
+_PATTERN_BY_CODE = {p.kafka_code: p for p in PatternType}
+_OPERATION_BY_CODE = {o.kafka_code: o for o in Operation}
+_PERMISSION_BY_CODE = {p.kafka_code: p for p in Permission}
+ANY, MATCH = 1, 2
+
+
+def _filter_matches(f: dict[str, Any], binding: AclBinding) -> bool:
+    rtype = int(f.get("resource_type_filter", ANY))
+    if rtype != ANY and _RESOURCE_BY_CODE.get(rtype) is not binding.resource_type:
+        return False
+    name = f.get("resource_name_filter")
+    pattern = f.get("pattern_type_filter", PatternType.LITERAL.kafka_code)
+    if pattern == MATCH:
+        if name is not None and not binding.covers_resource(binding.resource_type, name):
+            return False
+    else:
+        if pattern != ANY and _PATTERN_BY_CODE.get(pattern) is not binding.pattern_type:
+            return False
+        if name is not None and name != binding.resource_name:
+            return False
+    principal = f.get("principal_filter")
+    if principal is not None and principal != binding.principal:
+        return False
+    host = f.get("host_filter")
+    if host is not None and host != binding.host:
+        return False
+    op = int(f.get("operation", ANY))
+    if op != ANY and _OPERATION_BY_CODE.get(op) is not binding.operation:
+        return False
+    perm = int(f.get("permission_type", ANY))
+    return perm == ANY or _PERMISSION_BY_CODE.get(perm) is binding.permission
+
+
+def _acl_description(b: AclBinding) -> dict[str, Any]:
+    return {
+        "principal": b.principal,
+        "host": b.host,
+        "operation": b.operation.kafka_code,
+        "permission_type": b.permission.kafka_code,
+    }
+
+
+async def handle_describe_acls(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.may_cluster(Operation.DESCRIBE):
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": None,
+            "resources": [],
+        }
+    grouped: dict[tuple[Any, ...], list[AclBinding]] = {}
+    for binding in ctx.broker.snapshot.tenant_acls(ctx.principal.tenant_id):
+        if _filter_matches(req, binding):
+            key = (binding.resource_type, binding.resource_name, binding.pattern_type)
+            grouped.setdefault(key, []).append(binding)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "error_message": None,
+        "resources": [
+            {
+                "resource_type": rt.kafka_code,
+                "resource_name": name,
+                "pattern_type": pt.kafka_code,
+                "acls": [_acl_description(b) for b in bindings],
+            }
+            for (rt, name, pt), bindings in grouped.items()
+        ],
+    }
+
+
+async def handle_create_acls(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    results = []
+    allowed = ctx.may_cluster(Operation.ALTER)
+    for c in req["creations"]:
+        entry: dict[str, Any] = {"error_code": E.NONE, "error_message": None}
+        results.append(entry)
+        if not allowed:
+            entry["error_code"] = E.CLUSTER_AUTHORIZATION_FAILED
+            continue
+        try:
+            binding = AclBinding(
+                principal=c["principal"],
+                resource_type=_RESOURCE_BY_CODE[c["resource_type"]],
+                pattern_type=_PATTERN_BY_CODE[c["resource_pattern_type"]],
+                resource_name=c["resource_name"],
+                operation=_OPERATION_BY_CODE[c["operation"]],
+                permission=_PERMISSION_BY_CODE[c["permission_type"]],
+                host=c["host"],
+            )
+            binding.validate()
+            await b.call_store(b.store.create_acl, ctx.principal, binding)
+        except (KeyError, InvalidAclBinding) as exc:
+            entry["error_code"], entry["error_message"] = E.INVALID_REQUEST, str(exc)
+        except AdminError as exc:
+            entry["error_code"], entry["error_message"] = E.INVALID_REQUEST, exc.message
+    await b.refresh_metadata()
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def handle_delete_acls(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    b = ctx.broker
+    allowed = ctx.may_cluster(Operation.ALTER)
+    results: list[dict[str, Any]] = []
+    for f in req["filters"]:
+        if not allowed:
+            results.append(
+                {
+                    "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": None,
+                    "matching_acls": [],
+                }
+            )
+            continue
+        deleted = await b.call_store(
+            b.store.delete_acls, ctx.principal, lambda binding, f=f: _filter_matches(f, binding)
+        )
+        results.append(
+            {
+                "error_code": E.NONE,
+                "error_message": None,
+                "matching_acls": [
+                    {
+                        "error_code": E.NONE,
+                        "error_message": None,
+                        "resource_type": d.resource_type.kafka_code,
+                        "resource_name": d.resource_name,
+                        "pattern_type": d.pattern_type.kafka_code,
+                        **_acl_description(d),
+                    }
+                    for d in deleted
+                ],
+            }
+        )
+    await b.refresh_metadata()
+    return {"throttle_time_ms": 0, "filter_results": results}
+
+
+def log_info(log: PartitionLog) -> tuple[int, int]:
+    return log.log_start_offset, log.high_watermark

@@ -1,0 +1,97 @@
+"""Immutable metadata the broker works from, refreshed as a whole (copy-on-write).
+
+A :class:`MetadataSnapshot` is replaced, never mutated, so request handlers read a
+consistent view without locks.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from data_plane.acl import AclBinding
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a connection authenticated as: an API key of a service account in a tenant."""
+
+    tenant_id: int
+    tenant_slug: str
+    name: str  # "User:<service account>"
+    key_id: str | None  # None for the optional unauthenticated listener
+
+    @property
+    def is_anonymous(self) -> bool:
+        return self.key_id is None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    index: int
+    leader: int | None
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    tenant_id: int
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionInfo, ...]
+    configs: Mapping[str, Any]  # explicit overrides only
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    id: int
+    slug: str
+    produce_byte_rate: int
+    fetch_byte_rate: int
+    max_partitions: int
+    max_storage_bytes: int
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class MetadataSnapshot:
+    tenants: Mapping[int, TenantInfo] = field(default_factory=dict)
+    # tenant id -> topic name -> topic
+    topics: Mapping[int, Mapping[str, TopicInfo]] = field(default_factory=dict)
+    acls: Mapping[int, tuple[AclBinding, ...]] = field(default_factory=dict)
+    brokers: Mapping[int, BrokerInfo] = field(default_factory=dict)
+    # keys usable right now; a connection whose key drops out of this set is closed
+    active_keys: frozenset[str] = frozenset()
+    cluster_id: str = "millrace"
+    version: int = 0
+
+    def topic(self, tenant_id: int, name: str) -> TopicInfo | None:
+        return self.topics.get(tenant_id, {}).get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for topics in self.topics.values():
+            for topic in topics.values():
+                if topic.topic_id == topic_id:
+                    return topic
+        return None
+
+    def tenant_topics(self, tenant_id: int) -> Mapping[str, TopicInfo]:
+        return self.topics.get(tenant_id, {})
+
+    def tenant_acls(self, tenant_id: int) -> tuple[AclBinding, ...]:
+        return self.acls.get(tenant_id, ())

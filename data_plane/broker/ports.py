@@ -1,0 +1,92 @@
+"""The narrow interface the broker needs from the metadata store.
+
+Implementations: the Django/Postgres adapter in ``control_plane.core.broker_store`` and an
+in-memory one for tests. Methods are synchronous (the broker calls them from worker threads,
+never on its event loop) and return plain values from :mod:`data_plane.broker.model`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from data_plane.broker.model import MetadataSnapshot, Principal
+
+
+@dataclass(frozen=True)
+class ScramCredentials:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+class AdminError(Exception):
+    """A rejected admin request; ``error_code`` is the Kafka error to return."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+class MetadataStore(Protocol):
+    def snapshot(self) -> MetadataSnapshot: ...
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block up to ``timeout`` s for a change notification (False: poll anyway)."""
+        ...
+
+    # --- authentication ---------------------------------------------------------------
+    def scram_credentials(self, key_id: str, mechanism: str) -> ScramCredentials | None: ...
+
+    def principal_for_key(self, key_id: str) -> Principal | None:
+        """The key's principal if the key is active (not revoked, expired or deleted)."""
+        ...
+
+    def verify_plain(self, key_id: str, secret: str) -> Principal | None: ...
+
+    def anonymous_principal(self) -> Principal | None:
+        """The principal of the optional unauthenticated listener (``default`` tenant)."""
+        ...
+
+    # --- brokers ------------------------------------------------------------------------
+    def register_broker(self, broker_id: int, host: str, port: int, rack: str | None) -> None: ...
+
+    def heartbeat(self, broker_id: int) -> None: ...
+
+    def deregister_broker(self, broker_id: int) -> None: ...
+
+    def assign_unassigned_partitions(self, broker_id: int) -> int:
+        """Give this (single) broker every partition without replicas; returns the count."""
+        ...
+
+    # --- admin, through the control plane's services (audit included) -------------------
+    def create_topic(
+        self,
+        principal: Principal,
+        name: str,
+        partitions: int,
+        replication_factor: int | None,
+        configs: Mapping[str, str],
+        validate_only: bool,
+    ) -> None: ...
+
+    def delete_topic(self, principal: Principal, name: str) -> None: ...
+
+    def create_partitions(
+        self, principal: Principal, name: str, count: int, validate_only: bool
+    ) -> None: ...
+
+    def alter_topic_configs(
+        self,
+        principal: Principal,
+        name: str,
+        changes: Mapping[str, str | None],
+        validate_only: bool,
+    ) -> None: ...
+
+    def create_acl(self, principal: Principal, binding: Any) -> None: ...
+
+    def delete_acls(self, principal: Principal, matcher: Callable[[Any], bool]) -> list[Any]: ...

@@ -1,0 +1,501 @@
+"""The broker process: an asyncio server speaking Kafka's protocol over the partition log.
+
+* **Metadata** arrives as immutable snapshots from the store, refreshed by a worker thread
+  on every change notification and at least every ``metadata_refresh_seconds``; handlers
+  read ``broker.snapshot`` without locks. Unassigned partitions are taken by this broker
+  (single-node Step 3), logs of deleted topics are removed, and config changes reach the
+  open logs.
+* **Connections** are handled one request at a time, in order (Kafka mutes a connection
+  while its request is in flight), so responses never reorder and one slow client holds
+  at most one request's worth of memory. Frames are capped before allocation: 512 KiB
+  until SASL completes, ``max_request_bytes`` after.
+* **Fetch data** is written with ``loop.sendfile`` (os.sendfile on plain sockets) straight
+  from segment files.
+* **Shutdown** (SIGTERM/SIGINT): stop accepting, let in-flight requests finish, flush and
+  close every log (writing the clean-shutdown markers), deregister.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from data_plane.broker import handlers
+from data_plane.broker.model import MetadataSnapshot, Principal, TopicInfo
+from data_plane.broker.ports import MetadataStore
+from data_plane.broker.quotas import ByteRateQuotas
+from data_plane.broker.sasl import MECHANISMS, SaslFailed, SaslSession
+from data_plane.log.config import LogConfig
+from data_plane.log.manager import LogManager, TopicPartition
+from data_plane.log.partition import PartitionLog
+from data_plane.log.segment import FileSlice
+from data_plane.protocol.errors import ErrorCode
+from data_plane.protocol.framing import FrameReader
+from data_plane.protocol.requests import (
+    Request,
+    Unsupported,
+    encode_response,
+    parse_request,
+    unsupported_version_response,
+)
+from data_plane.protocol.types import ProtocolError
+
+logger = logging.getLogger("millrace.broker")
+T = TypeVar("T")
+
+PRE_AUTH_MAX_BYTES = 512 * 1024
+FAILED_AUTH_DELAY_SECONDS = 0.1
+PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
+
+
+@dataclass
+class BrokerConfig:
+    broker_id: int = 1
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    rack: str | None = None
+    data_dir: Path = Path("data/broker-1")
+    allow_anonymous: bool = False
+    max_request_bytes: int = 100 * 2**20
+    metadata_refresh_seconds: float = 1.0
+    heartbeat_seconds: float = 2.0
+    default_partitions: int = 1
+    revocation_check_seconds: float = 1.0
+    maintenance_seconds: float = 30.0
+    extra_log_settings: dict[str, Any] = field(default_factory=dict)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store: MetadataStore) -> None:
+        self.config = config
+        self.store = store
+        self.snapshot = MetadataSnapshot()
+        self.quotas = ByteRateQuotas()
+        self.logs = LogManager(config.data_dir, self._config_for_topic)
+        self._server: asyncio.base_events.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._data_event = asyncio.Event()
+        self._connections: set[Connection] = set()
+        self._stopping = threading.Event()
+        self._refresh_thread: threading.Thread | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._refresh_lock = asyncio.Lock()
+        self._storage: dict[int, int] = {}
+        self.port = config.port
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._data_event = asyncio.Event()
+        self.logs.open_all()
+        await self.call_store(
+            self.store.register_broker,
+            self.config.broker_id,
+            self.advertised_host,
+            self.advertised_port_or_bound(),
+            self.config.rack,
+        )
+        await self.refresh_metadata()
+        self._server = await asyncio.start_server(
+            self._accept, self.config.host, self.config.port, reuse_address=True
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        if self.advertised_port_or_bound() != self.port or self.config.port == 0:
+            await self.call_store(
+                self.store.register_broker,
+                self.config.broker_id,
+                self.advertised_host,
+                self.advertised_port_or_bound(),
+                self.config.rack,
+            )
+        self.logs.start(self.config.maintenance_seconds)
+        self._refresh_thread = threading.Thread(
+            target=self._watch_metadata, name="metadata-watch", daemon=True
+        )
+        self._refresh_thread.start()
+        self._tasks = [
+            asyncio.create_task(self._heartbeats()),
+            asyncio.create_task(self._sweep_revoked()),
+        ]
+        logger.info(
+            "broker %s listening on %s:%s", self.config.broker_id, self.config.host, self.port
+        )
+
+    async def stop(self) -> None:
+        """Graceful: stop accepting, finish in-flight requests, close logs cleanly."""
+        self._stopping.set()
+        if self._server is not None:
+            self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        connections = list(self._connections)
+        for conn in connections:
+            conn.request_close()
+        if connections:
+            await asyncio.wait([c.task for c in connections if c.task], timeout=10)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+        await asyncio.to_thread(self.logs.close_all)
+        with contextlib.suppress(Exception):
+            await self.call_store(self.store.deregister_broker, self.config.broker_id)
+        logger.info("broker %s stopped", self.config.broker_id)
+
+    @property
+    def advertised_host(self) -> str:
+        return self.config.advertised_host or self.config.host
+
+    def advertised_port_or_bound(self) -> int:
+        return self.config.advertised_port or self.port
+
+    def broker_metadata(self) -> dict[str, Any]:
+        return {
+            "node_id": self.config.broker_id,
+            "host": self.advertised_host,
+            "port": self.advertised_port_or_bound(),
+            "rack": self.config.rack,
+        }
+
+    async def call_store(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store call on a worker thread."""
+        return await asyncio.to_thread(fn, *args)
+
+    # --- metadata --------------------------------------------------------------------------
+
+    def _watch_metadata(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        while not self._stopping.is_set():
+            try:
+                self.store.wait_for_change(self.config.metadata_refresh_seconds)
+                if self._stopping.is_set():
+                    break
+                asyncio.run_coroutine_threadsafe(self.refresh_metadata(), loop).result(30)
+            except Exception:
+                logger.exception("metadata refresh failed")
+                time.sleep(1)
+
+    async def refresh_metadata(self) -> None:
+        async with self._refresh_lock:
+            snapshot = await self.call_store(self.store.snapshot)
+            unassigned = any(
+                p.leader is None
+                for topics in snapshot.topics.values()
+                for t in topics.values()
+                for p in t.partitions
+            )
+            if unassigned:
+                await self.call_store(
+                    self.store.assign_unassigned_partitions, self.config.broker_id
+                )
+                snapshot = await self.call_store(self.store.snapshot)
+            self.snapshot = snapshot
+            await asyncio.to_thread(self._reconcile_logs, snapshot)
+
+    def _reconcile_logs(self, snapshot: MetadataSnapshot) -> None:
+        topics = {t.topic_id: t for ts in snapshot.topics.values() for t in ts.values()}
+        for tp in self.logs.partitions():
+            topic = topics.get(tp.topic_id)
+            if topic is None or tp.partition >= topic.partition_count:
+                self.logs.delete(tp)
+                continue
+            log = self.logs.get(tp)
+            if log is not None:
+                wanted = self._config_for(topic)
+                if log.config != wanted:
+                    log.config = wanted
+        storage: dict[int, int] = {}
+        for tp in self.logs.partitions():
+            topic = topics.get(tp.topic_id)
+            log = self.logs.get(tp)
+            if topic is not None and log is not None:
+                storage[topic.tenant_id] = storage.get(topic.tenant_id, 0) + log.size_bytes
+        self._storage = storage
+
+    def _config_for(self, topic: TopicInfo) -> LogConfig:
+        return LogConfig.from_topic_configs(topic.configs, **self.config.extra_log_settings)
+
+    def _config_for_topic(self, topic_id: uuid.UUID) -> LogConfig:
+        topic = self.snapshot.topic_by_id(topic_id)
+        return self._config_for(topic) if topic else LogConfig()
+
+    def snapshot_topic_by_id(self, tenant_id: int, topic_id: uuid.UUID) -> TopicInfo | None:
+        topic = self.snapshot.topic_by_id(topic_id)
+        return topic if topic is not None and topic.tenant_id == tenant_id else None
+
+    # --- logs -------------------------------------------------------------------------------
+
+    def leader_log(self, topic: TopicInfo, index: int) -> tuple[PartitionLog | None, int]:
+        if not 0 <= index < topic.partition_count:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partition = topic.partitions[index]
+        if partition.leader is None:
+            return None, ErrorCode.LEADER_NOT_AVAILABLE
+        if partition.leader != self.config.broker_id:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        log = self.logs.get_or_create(
+            TopicPartition(topic.topic_id, index), self._config_for(topic)
+        )
+        single_replica = partition.replicas == (self.config.broker_id,)
+        if single_replica and log.high_watermark < log.log_end_offset:
+            # A single replica: all it holds is committed (after a restart too). Step 5
+            # replaces this with the ISR's high watermark and its checkpoint.
+            log.update_high_watermark(log.log_end_offset)
+        return log, ErrorCode.NONE
+
+    def after_append(self, tenant_id: int, log: PartitionLog, nbytes: int) -> None:
+        # One replica (Step 3): what is appended is committed. Step 5 moves this to the ISR.
+        log.update_high_watermark(log.log_end_offset)
+        self._storage[tenant_id] = self._storage.get(tenant_id, 0) + nbytes
+        self._data_event.set()
+
+    def data_arrived(self) -> asyncio.Event:
+        """An event set by the next append (a fresh one once set)."""
+        if self._data_event.is_set():
+            self._data_event = asyncio.Event()
+        return self._data_event
+
+    def tenant_over_storage(self, tenant_id: int) -> bool:
+        tenant = self.snapshot.tenants.get(tenant_id)
+        return tenant is not None and self._storage.get(tenant_id, 0) >= tenant.max_storage_bytes
+
+    def tenant_rate(self, tenant_id: int, direction: str) -> int:
+        tenant = self.snapshot.tenants.get(tenant_id)
+        if tenant is None:
+            return 0
+        return tenant.produce_byte_rate if direction == "produce" else tenant.fetch_byte_rate
+
+    # --- background ------------------------------------------------------------------------
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_seconds)
+            try:
+                await self.call_store(self.store.heartbeat, self.config.broker_id)
+            except Exception:
+                logger.warning("heartbeat failed", exc_info=True)
+
+    async def _sweep_revoked(self) -> None:
+        """Close connections whose API key was revoked, expired or deleted."""
+        while True:
+            await asyncio.sleep(self.config.revocation_check_seconds)
+            active = self.snapshot.active_keys
+            for conn in list(self._connections):
+                key = conn.principal.key_id if conn.principal else None
+                if key is not None and key not in active:
+                    logger.info("closing connection of revoked key %s", key)
+                    conn.abort()
+
+    # --- connections -------------------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(self, reader, writer)
+        conn.task = asyncio.current_task()
+        self._connections.add(conn)
+        try:
+            await conn.run()
+        finally:
+            self._connections.discard(conn)
+
+
+class Connection:
+    def __init__(
+        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.host = peer[0] if peer else ""
+        self.principal: Principal | None = None
+        self.frames = FrameReader(PRE_AUTH_MAX_BYTES)
+        self.sasl: SaslSession | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self._closing = False
+
+    def request_close(self) -> None:
+        """Finish the request in progress, then close (graceful shutdown)."""
+        self._closing = True
+        if self.frames.buffered == 0:
+            self.reader.feed_eof()
+
+    def abort(self) -> None:
+        self._closing = True
+        self.writer.transport.abort()
+
+    async def run(self) -> None:
+        try:
+            if self.broker.config.allow_anonymous:
+                self.principal = await self.broker.call_store(self.broker.store.anonymous_principal)
+                if self.principal is not None:
+                    self.frames.max_frame_bytes = self.broker.config.max_request_bytes
+            while not self._closing:
+                frame = self.frames.next_frame()
+                if frame is None:
+                    data = await self.reader.read(65536)
+                    if not data:
+                        break
+                    self.frames.feed(data)
+                    continue
+                if not await self._serve(frame):
+                    break
+        except ProtocolError as exc:
+            logger.warning("closing %s: malformed request: %s", self.host, exc)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+
+    async def _serve(self, frame: bytes) -> bool:
+        try:
+            request = parse_request(frame)
+        except ProtocolError:
+            if logger.isEnabledFor(logging.DEBUG) and frame[:2] not in (b"\x00\x11", b"\x00\x24"):
+                # Never for SaslHandshake/SaslAuthenticate, whose frames may carry secrets.
+                logger.debug("malformed frame from %s: %s", self.host, frame[:512].hex())
+            raise
+        except Unsupported as exc:
+            if exc.api_key == 18:
+                await self._write(unsupported_version_response(exc, ErrorCode.UNSUPPORTED_VERSION))
+                return True
+            logger.warning(
+                "closing %s: unsupported API %s v%s", self.host, exc.api_key, exc.api_version
+            )
+            return False
+        key = request.api.key
+        if self.principal is None and key not in PRE_AUTH_APIS:
+            logger.warning("closing %s: %s before authentication", self.host, request.api.name)
+            return False
+        if key == 18:
+            body = self._api_versions()
+        elif key == 17:
+            body = self._sasl_handshake(request)
+        elif key == 36:
+            body, ok = await self._sasl_authenticate(request)
+            await self._respond(request, body)
+            return ok
+        else:
+            assert self.principal is not None
+            ctx = handlers.Context(self.broker, self.principal, self.host, request.version)
+            handler = HANDLERS[key]
+            try:
+                body = await handler(ctx, request.body)
+            except Exception:
+                # A bug must not take the broker down: log it and drop this connection
+                # (the client reconnects and retries, as after any network error).
+                logger.exception(
+                    "%s v%s failed for %s", request.api.name, request.version, self.host
+                )
+                return False
+            if body is None:  # produce with acks=0: no response at all
+                return True
+        await self._respond(request, body)
+        return True
+
+    async def _respond(self, request: Request, body: dict[str, Any]) -> None:
+        chunks = encode_response(request.api, request.version, request.header.correlation_id, body)
+        throttle = body.get("throttle_time_ms", 0) or 0
+        if throttle:
+            await asyncio.sleep(throttle / 1000)  # Kafka's delayed response under quota
+        await self._write(chunks)
+
+    async def _write(self, chunks: list[Any]) -> None:
+        loop = asyncio.get_running_loop()
+        for chunk in chunks:
+            if isinstance(chunk, FileSlice):
+                await self.writer.drain()
+                with open(chunk.path, "rb") as f:
+                    try:
+                        await loop.sendfile(self.writer.transport, f, chunk.position, chunk.length)
+                    except (NotImplementedError, RuntimeError):
+                        self.writer.write(os.pread(f.fileno(), chunk.length, chunk.position))
+            else:
+                self.writer.write(chunk)
+        await self.writer.drain()
+
+    def _api_versions(self) -> dict[str, Any]:
+        from data_plane.protocol.requests import supported_api_versions
+
+        return {"error_code": 0, "api_keys": supported_api_versions(), "throttle_time_ms": 0}
+
+    def _sasl_handshake(self, request: Request) -> dict[str, Any]:
+        mechanism = request.body["mechanism"]
+        if self.principal is not None:
+            return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": list(MECHANISMS)}
+        if mechanism not in MECHANISMS:
+            return {
+                "error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                "mechanisms": list(MECHANISMS),
+            }
+        self.sasl = SaslSession(mechanism, self.broker.store, self.broker.call_store)
+        return {"error_code": ErrorCode.NONE, "mechanisms": list(MECHANISMS)}
+
+    async def _sasl_authenticate(self, request: Request) -> tuple[dict[str, Any], bool]:
+        if self.sasl is None or self.sasl.done:
+            return (
+                {
+                    "error_code": ErrorCode.ILLEGAL_SASL_STATE,
+                    "error_message": "SaslHandshake first",
+                    "auth_bytes": b"",
+                    "session_lifetime_ms": 0,
+                },
+                False,
+            )
+        try:
+            answer = await self.sasl.step(bytes(request.body["auth_bytes"]))
+        except SaslFailed as exc:
+            await asyncio.sleep(FAILED_AUTH_DELAY_SECONDS)  # slows down guessing
+            logger.info("SASL authentication failed from %s", self.host)
+            return (
+                {
+                    "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                    "error_message": str(exc),
+                    "auth_bytes": b"",
+                    "session_lifetime_ms": 0,
+                },
+                False,
+            )
+        if self.sasl.done:
+            self.principal = self.sasl.principal
+            self.frames.max_frame_bytes = self.broker.config.max_request_bytes
+        return (
+            {
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "auth_bytes": answer,
+                "session_lifetime_ms": 0,
+            },
+            True,
+        )
+
+
+HANDLERS: dict[int, Callable[..., Any]] = {
+    0: handlers.handle_produce,
+    1: handlers.handle_fetch,
+    2: handlers.handle_list_offsets,
+    3: handlers.handle_metadata,
+    19: handlers.handle_create_topics,
+    20: handlers.handle_delete_topics,
+    21: handlers.handle_delete_records,
+    29: handlers.handle_describe_acls,
+    30: handlers.handle_create_acls,
+    31: handlers.handle_delete_acls,
+    32: handlers.handle_describe_configs,
+    37: handlers.handle_create_partitions,
+    44: handlers.handle_incremental_alter_configs,
+    60: handlers.handle_describe_cluster,
+}

@@ -1,0 +1,190 @@
+"""A real broker process on loopback, backed by this test run's Postgres database.
+
+Module-scoped: tenants, service accounts, keys and ACLs are committed outside the
+per-test transactions (the broker is another process and must see them), and removed at
+the end. Needs Postgres (CI); on the embedded SQLite default these tests are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from control_plane.access import services as access_services
+from control_plane.catalog.models import Broker, Topic
+from control_plane.core.actor import Actor
+from control_plane.tenancy import services as tenancy_services
+from control_plane.tenancy.models import Tenant
+
+ROOT = Path(__file__).resolve().parents[2]
+SYSTEM = Actor.system()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Key:
+    key_id: str
+    secret: str
+    principal: str
+
+
+@dataclass
+class KafkaEnv:
+    bootstrap: str
+    port: int
+    tenant_a: str
+    tenant_b: str
+    admin_a: Key  # full access in tenant A
+    reader_a: Key  # Read/Describe on topics starting "shared-" only
+    admin_b: Key  # full access in tenant B
+    process: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    data_dir: Path | None = None
+    log_path: Path | None = None
+
+    def log_tail(self) -> str:
+        return self.log_path.read_text()[-4000:] if self.log_path else ""
+
+
+def _key(tenant: Tenant, name: str, acls: list[tuple[str, str, str, str]]) -> Key:
+    sa = access_services.create_service_account(SYSTEM, tenant, name=name)
+    for rtype, ptype, rname, op in acls:
+        access_services.create_acl(
+            SYSTEM,
+            tenant,
+            principal=sa.principal,
+            resource_type=rtype,
+            pattern_type=ptype,
+            resource_name=rname,
+            operation=op,
+            permission="allow",
+        )
+    created = access_services.create_api_key(SYSTEM, sa)
+    return Key(created.api_key.key_id, created.secret, sa.principal)
+
+
+FULL = [
+    ("cluster", "literal", "kafka-cluster", "all"),
+    ("topic", "literal", "*", "all"),
+    ("group", "literal", "*", "all"),
+]
+
+
+def start_broker(env: KafkaEnv) -> None:
+    assert env.log_path is not None and env.data_dir is not None
+    log = open(env.log_path, "ab")
+    env.process = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "broker",
+            "--id",
+            "1",
+            "--port",
+            str(env.port),
+            "--data-dir",
+            str(env.data_dir),
+        ],
+        cwd=ROOT,
+        env=env.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if env.process.poll() is not None:
+            raise AssertionError(f"broker exited:\n{env.log_tail()}")
+        if "ready on" in env.log_path.read_text():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"broker did not start:\n{env.log_tail()}")
+
+
+def stop_broker(env: KafkaEnv, sig: str = "term") -> int:
+    assert env.process is not None
+    if sig == "kill":
+        env.process.kill()
+    else:
+        env.process.terminate()
+    return env.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def kafka(django_db_setup, django_db_blocker, tmp_path_factory):
+    if connection.vendor != "postgresql":
+        pytest.skip("broker integration tests need Postgres (set DATABASE_URL), as in CI")
+    suffix = uuid.uuid4().hex[:6]
+    with django_db_blocker.unblock():
+        a = tenancy_services.create_tenant(SYSTEM, slug=f"acme-{suffix}", name="Acme")
+        b = tenancy_services.create_tenant(SYSTEM, slug=f"globex-{suffix}", name="Globex")
+        keys = {
+            "admin_a": _key(a, "admin", FULL),
+            "reader_a": _key(a, "reader", [("topic", "prefixed", "shared-", "read")]),
+            "admin_b": _key(b, "admin", FULL),
+        }
+        name = connection.settings_dict["NAME"]
+    tmp = tmp_path_factory.mktemp("broker")
+    port = free_port()
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/x")
+    env = {
+        **os.environ,
+        "DATABASE_URL": base.rsplit("/", 1)[0] + "/" + name,
+        "MILLRACE_DATA_DIR": str(tmp / "data"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    info = KafkaEnv(
+        f"127.0.0.1:{port}",
+        port,
+        a.slug,
+        b.slug,
+        env=env,
+        data_dir=tmp / "broker-1",
+        log_path=tmp / "broker.log",
+        **keys,
+    )
+    start_broker(info)
+    yield info
+    if info.process and info.process.poll() is None:
+        stop_broker(info)
+    with django_db_blocker.unblock():
+        for tenant in (a, b):
+            Topic.objects.filter(tenant=tenant).delete()
+            tenant.delete()
+        # The broker registered itself in this worker's test database: later tests there
+        # must not see a (now stopped) broker.
+        Broker.objects.all().delete()
+
+
+def confluent_conf(env: KafkaEnv, key: Key, mechanism: str = "SCRAM-SHA-256", **extra):
+    return {
+        "bootstrap.servers": env.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": key.key_id,
+        "sasl.password": key.secret,
+        **extra,
+    }
+
+
+def kafka_python_conf(env: KafkaEnv, key: Key, mechanism: str = "SCRAM-SHA-256"):
+    return {
+        "bootstrap_servers": env.bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": key.key_id,
+        "sasl_plain_password": key.secret,
+    }

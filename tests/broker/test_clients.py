@@ -1,0 +1,270 @@
+"""Real Kafka clients against a real broker process: SASL, produce/consume, admin, tenancy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from tests.broker.conftest import confluent_conf, kafka_python_conf
+
+# The broker reads the test database from its own process; the marker makes pytest-django
+# create that database even when only this module runs.
+pytestmark = pytest.mark.django_db
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+N = 2000
+
+
+def topic_name(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def confluent_create(kafka, key, name, partitions=3):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(confluent_conf(kafka, key))
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    futures[name].result(timeout=20)
+    return admin
+
+
+def confluent_consume(
+    kafka,
+    key,
+    name,
+    partitions,
+    expected,
+    mechanism="SCRAM-SHA-256",
+    *,
+    timeout=30.0,
+    expect_errors=False,
+):
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        confluent_conf(
+            kafka,
+            key,
+            mechanism,
+            **{"group.id": "unused", "enable.auto.commit": False, "auto.offset.reset": "earliest"},
+        )
+    )
+    consumer.assign([TopicPartition(name, p, 0) for p in range(partitions)])
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < expected and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error() is not None and not expect_errors:
+            raise AssertionError(msg.error())
+        if msg.error() is None:
+            got.append(msg)
+    consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_confluent_kafka_round_trip_every_codec(kafka, codec):
+    from confluent_kafka import Producer
+
+    name = topic_name()
+    confluent_create(kafka, kafka.admin_a, name)
+    producer = Producer(
+        confluent_conf(
+            kafka, kafka.admin_a, "SCRAM-SHA-512", **{"compression.type": codec, "linger.ms": 5}
+        )
+    )
+    for i in range(N):
+        producer.produce(
+            name,
+            key=f"key-{i % 50}",
+            value=json.dumps({"n": i}),
+            headers=[("seq", str(i).encode())],
+            timestamp=1_700_000_000_000 + i,
+        )
+    assert producer.flush(30) == 0
+    got = confluent_consume(kafka, kafka.admin_a, name, 3, N)
+    assert len(got) == N
+    by_key: dict[bytes, list[int]] = {}
+    for msg in got:
+        n = json.loads(msg.value())["n"]
+        assert msg.key() == f"key-{n % 50}".encode()
+        assert msg.headers() == [("seq", str(n).encode())]
+        assert msg.timestamp()[1] == 1_700_000_000_000 + n
+        by_key.setdefault(msg.key(), []).append(n)
+    assert all(v == sorted(v) for v in by_key.values())  # per-key (per-partition) order
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_kafka_python_round_trip(kafka, codec):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    name = topic_name()
+    admin = KafkaAdminClient(**kafka_python_conf(kafka, kafka.admin_a))
+    admin.create_topics([NewTopic(name, 2, 1)])
+    # enable_idempotence=False: InitProducerId (idempotent producers) is not implemented yet.
+    producer = KafkaProducer(
+        compression_type=codec, enable_idempotence=False, **kafka_python_conf(kafka, kafka.admin_a)
+    )
+    for i in range(N):
+        producer.send(
+            name, key=f"k{i % 10}".encode(), value=str(i).encode(), headers=[("i", str(i).encode())]
+        )
+    producer.flush(30)
+    consumer = KafkaConsumer(
+        consumer_timeout_ms=5000,
+        auto_offset_reset="earliest",
+        **kafka_python_conf(kafka, kafka.admin_a, "PLAIN"),
+    )
+    consumer.assign([TopicPartition(name, 0), TopicPartition(name, 1)])
+    consumer.seek_to_beginning()
+    values = [(m.key, int(m.value), dict(m.headers)["i"]) for m in consumer]
+    assert len(values) == N
+    assert all(int(h) == v for _, v, h in values)
+    offsets = consumer.end_offsets([TopicPartition(name, 0), TopicPartition(name, 1)])
+    assert sum(offsets.values()) == N
+    admin.close()
+
+
+def test_aiokafka_round_trip(kafka):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    name = topic_name()
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    sasl = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": kafka.admin_a.key_id,
+        "sasl_plain_password": kafka.admin_a.secret,
+    }
+
+    async def run():
+        producer = AIOKafkaProducer(
+            bootstrap_servers=kafka.bootstrap, compression_type="zstd", **sasl
+        )
+        await producer.start()
+        for i in range(N):
+            await producer.send(name, key=b"k", value=str(i).encode(), headers=[("h", b"v")])
+        await producer.flush()
+        await producer.stop()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest", **sasl
+        )
+        await consumer.start()
+        tp = TopicPartition(name, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        values = []
+        while len(values) < N:
+            batch = await consumer.getmany(tp, timeout_ms=2000)
+            if not batch:
+                break
+            values += [int(m.value) for m in batch[tp]]
+        await consumer.stop()
+        return values
+
+    assert asyncio.run(asyncio.wait_for(run(), 60)) == list(range(N))
+
+
+# kcat is Debian's build on librdkafka 2.0.2, whose SCRAM exchange with this broker fails
+# (its client-final repeats the client nonce); librdkafka 2.16 (confluent-kafka),
+# kafka-python and aiokafka complete SCRAM here. Open item: see the Step 3 notes.
+@pytest.mark.parametrize("mechanism", ["PLAIN"])
+def test_kcat_produce_and_consume(kafka, mechanism):
+    name = topic_name()
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    auth = [
+        "-X",
+        "security.protocol=SASL_PLAINTEXT",
+        "-X",
+        f"sasl.mechanism={mechanism}",
+        "-X",
+        f"sasl.username={kafka.admin_a.key_id}",
+        "-X",
+        f"sasl.password={kafka.admin_a.secret}",
+    ]
+    lines = "".join(f"key{i}:value{i}\n" for i in range(100))
+    subprocess.run(
+        ["kcat", "-b", kafka.bootstrap, *auth, "-P", "-t", name, "-K:", "-z", "lz4"],
+        input=lines.encode(),
+        check=True,
+        timeout=30,
+    )
+    out = subprocess.run(
+        [
+            "kcat",
+            "-b",
+            kafka.bootstrap,
+            *auth,
+            "-C",
+            "-t",
+            name,
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%k=%s@%o\n",
+        ],
+        capture_output=True,
+        check=True,
+        timeout=30,
+    ).stdout.decode()
+    assert out.splitlines() == [f"key{i}=value{i}@{i}" for i in range(100)]
+
+
+def test_wrong_secret_and_unknown_key_fail_authentication(kafka):
+    from confluent_kafka.admin import AdminClient
+
+    for conf in (
+        confluent_conf(kafka, kafka.admin_a) | {"sasl.password": "wrong"},
+        confluent_conf(kafka, kafka.admin_a, "PLAIN") | {"sasl.password": "wrong"},
+        confluent_conf(kafka, kafka.admin_a) | {"sasl.username": "MRKNOSUCHKEY00000"},
+    ):
+        admin = AdminClient(conf)
+        with pytest.raises(Exception) as info:
+            admin.list_topics(timeout=5)
+        assert (
+            "Authentication" in str(info.value)
+            or "_TRANSPORT" in str(info.value)
+            or ("timed out" in str(info.value).lower())
+        )
+
+
+def test_tenants_see_only_their_own_topics(kafka):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    mine = topic_name("mine")
+    confluent_create(kafka, kafka.admin_a, mine, partitions=1)
+    producer = Producer(confluent_conf(kafka, kafka.admin_a))
+    producer.produce(mine, value=b"tenant A's secret")
+    assert producer.flush(10) == 0
+    other = AdminClient(confluent_conf(kafka, kafka.admin_b))
+    assert mine not in other.list_topics(timeout=10).topics
+    # Names are per tenant: B reading "mine" sees its own (empty or missing) topic, never A's.
+    assert confluent_consume(kafka, kafka.admin_b, mine, 1, 1, timeout=5, expect_errors=True) == []
+
+
+def test_missing_acl_is_topic_authorization_failed(kafka):
+    from confluent_kafka import KafkaError, Producer
+
+    name = topic_name("private")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    errors = []
+    producer = Producer(confluent_conf(kafka, kafka.reader_a, **{"message.timeout.ms": 5000}))
+    producer.produce(name, value=b"x", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(10)
+    assert errors and errors[0] is not None
+    assert errors[0].code() in (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    )
