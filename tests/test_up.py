@@ -113,7 +113,7 @@ def test_up_serves_console_runs_worker_and_stops_cleanly(tmp_path):
 
         bootstrap = f"127.0.0.1:{broker_port}"
         out.wait_for(r"broker 1 ready", timeout=60)
-        producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
+        producer = KafkaProducer(bootstrap_servers=bootstrap)
         producer.send("newcomer", b"hello from make run").get(timeout=30)
         producer.close()
         consumer = KafkaConsumer(

@@ -62,6 +62,19 @@ class Partition(models.Model):
         return f"{self.topic}-{self.index}"
 
 
+class ProducerIdBlock(models.Model):
+    """The next free producer id; brokers take blocks of ids from it (one row).
+
+    Idempotent producers need ids unique across brokers and restarts, so a broker claims a
+    block with one locked update and hands ids out from memory.
+    """
+
+    next_id = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"next producer id {self.next_id}"
+
+
 class BrokerState(models.TextChoices):
     RUNNING = "running", "Running"
     SHUTTING_DOWN = "shutting_down", "Shutting down"

@@ -24,7 +24,7 @@ from django.utils import timezone
 from control_plane.access import services as access_services
 from control_plane.access.models import Acl, ApiKey
 from control_plane.catalog import services as catalog_services
-from control_plane.catalog.models import Broker, BrokerState, Partition, Topic
+from control_plane.catalog.models import Broker, BrokerState, Partition, ProducerIdBlock, Topic
 from control_plane.core.actor import Actor
 from control_plane.core.errors import AlreadyExists, InvalidInput, LimitExceeded, ServiceError
 from control_plane.core.notify import CHANNEL
@@ -230,6 +230,15 @@ class DjangoMetadataStore:
     def deregister_broker(self, broker_id: int) -> None:
         close_old_connections()
         Broker.objects.filter(id=broker_id).update(state=BrokerState.SHUTTING_DOWN)
+
+    def allocate_producer_ids(self, count: int) -> int:
+        close_old_connections()
+        with transaction.atomic():
+            block, _ = ProducerIdBlock.objects.select_for_update().get_or_create(pk=1)
+            first = block.next_id
+            block.next_id = first + count
+            block.save(update_fields=["next_id"])
+        return first
 
     def assign_unassigned_partitions(self, broker_id: int) -> int:
         """Single-broker assignment (Step 3); Step 5's controller spreads replicas."""

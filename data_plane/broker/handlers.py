@@ -26,6 +26,7 @@ from data_plane.acl import (
 from data_plane.broker.model import Principal, TopicInfo
 from data_plane.broker.ports import AdminError
 from data_plane.log.partition import LogIOError, OffsetOutOfRange, PartitionLog
+from data_plane.log.producer_state import OutOfOrderSequence, ProducerFenced
 from data_plane.protocol.errors import ErrorCode
 from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from data_plane.records.batch import InvalidRecordBatch
@@ -204,6 +205,10 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
                 except InvalidRecordBatch as exc:
                     code = E.MESSAGE_TOO_LARGE if exc.reason == "too_large" else E.CORRUPT_MESSAGE
                     message = str(exc)
+                except ProducerFenced as exc:
+                    code, message = E.INVALID_PRODUCER_EPOCH, str(exc)
+                except OutOfOrderSequence as exc:
+                    code, message = E.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)
                 except LogIOError as exc:
                     code, message = E.KAFKA_STORAGE_ERROR, str(exc)
             partitions.append(
@@ -229,6 +234,41 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
             await asyncio.sleep(throttle / 1000)
         return None
     return {"responses": results, "throttle_time_ms": throttle}
+
+
+async def handle_init_producer_id(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    """An id and epoch for an idempotent producer (transactions are not supported yet)."""
+    if req.get("transactional_id") is not None:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    tenant_topics = ctx.broker.snapshot.tenant_topics(ctx.principal.tenant_id)
+    # KIP-679: IdempotentWrite on the cluster, or Write on any topic, allows it.
+    allowed = (
+        ctx.may_cluster(Operation.IDEMPOTENT_WRITE)
+        or any(ctx.may(Operation.WRITE, T, name) for name in tenant_topics)
+        or ctx.may(Operation.WRITE, T, "*")
+    )
+    if not allowed:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    producer_id, epoch = req.get("producer_id", -1), req.get("producer_epoch", -1)
+    if producer_id >= 0 and epoch >= 0:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.NONE,
+            "producer_id": producer_id,
+            "producer_epoch": (epoch + 1) % 32767,
+        }  # KIP-360 epoch bump
+    new_id = await ctx.broker.next_producer_id()
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "producer_id": new_id, "producer_epoch": 0}
 
 
 # --- Fetch ----------------------------------------------------------------------------------

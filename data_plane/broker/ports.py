@@ -58,6 +58,10 @@ class MetadataStore(Protocol):
 
     def deregister_broker(self, broker_id: int) -> None: ...
 
+    def allocate_producer_ids(self, count: int) -> int:
+        """Claim ``count`` producer ids; returns the first (the block is unique forever)."""
+        ...
+
     def assign_unassigned_partitions(self, broker_id: int) -> int:
         """Give this (single) broker every partition without replicas; returns the count."""
         ...

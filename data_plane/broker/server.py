@@ -53,6 +53,7 @@ logger = logging.getLogger("millrace.broker")
 T = TypeVar("T")
 
 PRE_AUTH_MAX_BYTES = 512 * 1024
+PRODUCER_ID_BLOCK = 1000
 FAILED_AUTH_DELAY_SECONDS = 0.1
 PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 
@@ -92,6 +93,8 @@ class Broker:
         self._tasks: list[asyncio.Task[Any]] = []
         self._refresh_lock = asyncio.Lock()
         self._storage: dict[int, int] = {}
+        self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the claimed block
+        self._producer_lock = asyncio.Lock()
         self.port = config.port
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -261,6 +264,15 @@ class Broker:
         log.update_high_watermark(log.log_end_offset)
         self._storage[tenant_id] = self._storage.get(tenant_id, 0) + nbytes
         self._data_event.set()
+
+    async def next_producer_id(self) -> int:
+        async with self._producer_lock:
+            nxt, end = self._producer_ids
+            if nxt >= end:
+                nxt = await self.call_store(self.store.allocate_producer_ids, PRODUCER_ID_BLOCK)
+                end = nxt + PRODUCER_ID_BLOCK
+            self._producer_ids = (nxt + 1, end)
+            return nxt
 
     def data_arrived(self) -> asyncio.Event:
         """An event set by the next append (a fresh one once set)."""
@@ -487,6 +499,7 @@ HANDLERS: dict[int, Callable[..., Any]] = {
     0: handlers.handle_produce,
     1: handlers.handle_fetch,
     2: handlers.handle_list_offsets,
+    22: handlers.handle_init_producer_id,
     3: handlers.handle_metadata,
     19: handlers.handle_create_topics,
     20: handlers.handle_delete_topics,

@@ -44,6 +44,7 @@ import crc32c
 
 from data_plane.log.checkpoint import LeaderEpochCache, read_int, write_int
 from data_plane.log.config import LogConfig
+from data_plane.log.producer_state import ProducerStateManager
 from data_plane.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -92,6 +93,7 @@ class AppendInfo:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     batches: int
     records: int
+    duplicate: bool = False  # a producer retry: nothing was appended
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class PartitionLog:
         self.high_watermark = 0
         self.recovery_point = 0
         self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCHS)
+        self.producers = ProducerStateManager()
         self._lock = threading.RLock()
         self._unflushed_records = 0
         self._last_flush_ms = clock()
@@ -268,6 +271,25 @@ class PartitionLog:
         with self._lock:
             view = memoryview(data).cast("B")
             headers = self._validate_all(view, assign_offsets)
+            first = headers[0]
+            if assign_offsets and first.producer_id >= 0 and first.base_sequence >= 0:
+                duplicate = self.producers.check(
+                    first.producer_id,
+                    first.producer_epoch,
+                    first.base_sequence,
+                    first.last_offset_delta,
+                )
+                if duplicate is not None:
+                    # A retry of a batch already in the log: acknowledge the original.
+                    return AppendInfo(
+                        duplicate.first_offset,
+                        duplicate.first_offset + first.last_offset_delta,
+                        first.max_timestamp,
+                        -1,
+                        0,
+                        0,
+                        duplicate=True,
+                    )
             now = self.clock()
             append_time = now if self.config.log_append_time else -1
             next_offset = self.log_end_offset
@@ -298,16 +320,25 @@ class PartitionLog:
                 self.segments[-1].append(iov, pos, headers)
             except OSError as exc:
                 raise LogIOError(f"append to {self.directory.name} failed: {exc}") from exc
-            first = headers[0].base_offset
+            first_offset = headers[0].base_offset
             epoch = headers[0].partition_leader_epoch
             if epoch >= 0:
-                self.leader_epochs.assign(epoch, first)
+                self.leader_epochs.assign(epoch, first_offset)
+            for h in headers:
+                if h.producer_id >= 0 and h.base_sequence >= 0:
+                    self.producers.record(
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.last_offset_delta,
+                        h.base_offset,
+                    )
             self.log_end_offset = next_offset
             records = sum(h.records_count for h in headers)
             self._unflushed_records += records
             self._maybe_flush(now)
             return AppendInfo(
-                first_offset=first,
+                first_offset=first_offset,
                 last_offset=next_offset - 1,
                 max_timestamp=max(h.max_timestamp for h in headers),
                 log_append_time=append_time,
@@ -478,6 +509,7 @@ class PartitionLog:
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             write_int(self.directory / RECOVERY_POINT, self.recovery_point)
             self.leader_epochs.truncate_from_end(self.log_end_offset)
+            self.producers.forget_from(self.log_end_offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self.segments:
@@ -485,6 +517,7 @@ class PartitionLog:
         self.segments = [self._create_segment(offset)]
         self._bases = [offset]
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+        self.producers = ProducerStateManager()
         self.recovery_point = offset
         write_int(self.directory / RECOVERY_POINT, offset)
         write_int(self.directory / LOG_START_OFFSET, offset)

@@ -76,7 +76,10 @@ def test_confluent_kafka_round_trip_every_codec(kafka, codec):
     confluent_create(kafka, kafka.admin_a, name)
     producer = Producer(
         confluent_conf(
-            kafka, kafka.admin_a, "SCRAM-SHA-512", **{"compression.type": codec, "linger.ms": 5}
+            kafka,
+            kafka.admin_a,
+            "SCRAM-SHA-512",
+            **{"compression.type": codec, "linger.ms": 5, "enable.idempotence": True},
         )
     )
     for i in range(N):
@@ -108,10 +111,8 @@ def test_kafka_python_round_trip(kafka, codec):
     name = topic_name()
     admin = KafkaAdminClient(**kafka_python_conf(kafka, kafka.admin_a))
     admin.create_topics([NewTopic(name, 2, 1)])
-    # enable_idempotence=False: InitProducerId (idempotent producers) is not implemented yet.
-    producer = KafkaProducer(
-        compression_type=codec, enable_idempotence=False, **kafka_python_conf(kafka, kafka.admin_a)
-    )
+    # The client default: an idempotent producer (InitProducerId, sequence checks).
+    producer = KafkaProducer(compression_type=codec, **kafka_python_conf(kafka, kafka.admin_a))
     for i in range(N):
         producer.send(
             name, key=f"k{i % 10}".encode(), value=str(i).encode(), headers=[("i", str(i).encode())]

@@ -22,6 +22,7 @@ from data_plane.protocol.messages import (
     describe_configs,
     fetch,
     incremental_alter_configs,
+    init_producer_id,
     list_offsets,
     metadata,
     produce,
@@ -74,6 +75,7 @@ _MODULES = (
     create_partitions,
     incremental_alter_configs,
     describe_cluster,
+    init_producer_id,
 )
 
 APIS: dict[int, Api] = {api.key: api for api in (_api(m) for m in _MODULES)}
