@@ -269,3 +269,17 @@ def test_missing_acl_is_topic_authorization_failed(kafka):
         KafkaError._MSG_TIMED_OUT,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
     )
+
+
+def test_perf_tools_produce_and_consume(kafka):
+    """`manage.py perf` runs against a SASL endpoint and reports JSON (no timing asserted)."""
+    from data_plane.broker import perf
+
+    name = topic_name("perf")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    endpoint = perf.Endpoint(kafka.bootstrap, kafka.admin_a.key_id, kafka.admin_a.secret)
+    produced = perf.produce(endpoint, name, records=5000, size=100, timeout=60)
+    assert produced["records"] == 5000 and produced["errors"] == 0
+    assert produced["undelivered"] == 0 and produced["p50_ms"] >= 0
+    consumed = perf.consume(endpoint, name, records=5000, timeout=60)
+    assert consumed["records"] == 5000 and consumed["record_bytes"] == 100

@@ -1,0 +1,240 @@
+"""Producer/consumer performance tools, like Kafka's own ``*-perf-test`` scripts.
+
+Usable against any Kafka-compatible endpoint. Prints one JSON line: records/s, MB/s and,
+for produce, latency percentiles measured from each record's send call to its delivery
+acknowledgement. Clients: ``confluent`` (librdkafka, default), ``kafka-python``,
+``aiokafka``. Every run is bounded by ``--records`` and ``--timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Endpoint:
+    bootstrap: str
+    username: str | None = None
+    password: str | None = None
+    mechanism: str = "SCRAM-SHA-256"
+
+    def confluent(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap}
+        if self.username:
+            conf.update(
+                {
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": self.mechanism,
+                    "sasl.username": self.username,
+                    "sasl.password": self.password,
+                }
+            )
+        return conf
+
+    def python(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {"bootstrap_servers": self.bootstrap}
+        if self.username:
+            conf.update(
+                {
+                    "security_protocol": "SASL_PLAINTEXT",
+                    "sasl_mechanism": self.mechanism,
+                    "sasl_plain_username": self.username,
+                    "sasl_plain_password": self.password,
+                }
+            )
+        return conf
+
+
+def _percentiles(latencies_ms: list[float]) -> dict[str, float]:
+    if not latencies_ms:
+        return {}
+    ordered = sorted(latencies_ms)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {"p50_ms": at(0.50), "p99_ms": at(0.99), "p999_ms": at(0.999), "max_ms": ordered[-1]}
+
+
+def _summary(
+    kind: str, client: str, records: int, size: int, seconds: float, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "tool": kind,
+        "client": client,
+        "records": records,
+        "record_bytes": size,
+        "seconds": round(seconds, 3),
+        "records_per_s": round(records / seconds),
+        "mb_per_s": round(records * size / seconds / 2**20, 1),
+        **extra,
+    }
+
+
+def produce(
+    endpoint: Endpoint,
+    topic: str,
+    *,
+    records: int,
+    size: int,
+    acks: str = "1",
+    linger_ms: int = 5,
+    batch_bytes: int = 2**20,
+    compression: str = "none",
+    client: str = "confluent",
+    timeout: float = 300,
+) -> dict[str, Any]:
+    payload = os.urandom(size)
+    if client == "confluent":
+        from confluent_kafka import Producer
+
+        conf = endpoint.confluent() | {
+            "acks": acks,
+            "linger.ms": linger_ms,
+            "batch.size": batch_bytes,
+            "compression.type": compression,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2**21,
+        }
+        producer = Producer(conf)
+        latencies: list[float] = []
+        errors = 0
+        sample_every = max(1, records // 100_000)
+
+        def make_callback(sent: float) -> Any:
+            def done(err: Any, msg: Any) -> None:
+                nonlocal errors
+                if err is not None:
+                    errors += 1
+                else:
+                    latencies.append((time.perf_counter() - sent) * 1000)
+
+            return done
+
+        start = time.perf_counter()
+        deadline = start + timeout
+        for i in range(records):
+            callback = make_callback(time.perf_counter()) if i % sample_every == 0 else None
+            while True:
+                try:
+                    producer.produce(topic, payload, on_delivery=callback)
+                    break
+                except BufferError:
+                    producer.poll(0.005)
+            if i % 10_000 == 0:
+                producer.poll(0)
+                if time.perf_counter() > deadline:
+                    raise TimeoutError("produce run exceeded --timeout")
+        remaining = producer.flush(max(1.0, deadline - time.perf_counter()))
+        seconds = time.perf_counter() - start
+        return _summary(
+            "produce",
+            client,
+            records,
+            size,
+            seconds,
+            acks=acks,
+            linger_ms=linger_ms,
+            compression=compression,
+            errors=errors,
+            undelivered=remaining,
+            latency_sampled=len(latencies),
+            **_percentiles(latencies),
+        )
+    if client == "kafka-python":
+        from kafka import KafkaProducer  # type: ignore[import-untyped]
+
+        kp = KafkaProducer(
+            acks=int(acks) if acks != "all" else "all",
+            linger_ms=linger_ms,
+            batch_size=batch_bytes,
+            **endpoint.python(),
+        )
+        start = time.perf_counter()
+        for _ in range(records):
+            kp.send(topic, payload)
+        kp.flush(timeout)
+        seconds = time.perf_counter() - start
+        kp.close()
+        return _summary("produce", client, records, size, seconds, acks=acks)
+    if client == "aiokafka":
+        return asyncio.run(_aiokafka_produce(endpoint, topic, records, payload, acks, linger_ms))
+    raise ValueError(f"unknown client {client!r}")
+
+
+async def _aiokafka_produce(
+    endpoint: Endpoint, topic: str, records: int, payload: bytes, acks: str, linger_ms: int
+) -> dict[str, Any]:
+    from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+
+    producer = AIOKafkaProducer(
+        acks=int(acks) if acks != "all" else "all", linger_ms=linger_ms, **endpoint.python()
+    )
+    await producer.start()
+    start = time.perf_counter()
+    pending = []
+    for _ in range(records):
+        pending.append(await producer.send(topic, payload))
+        if len(pending) >= 10_000:
+            await asyncio.gather(*pending)
+            pending.clear()
+    await asyncio.gather(*pending)
+    seconds = time.perf_counter() - start
+    await producer.stop()
+    return _summary("produce", "aiokafka", records, len(payload), seconds, acks=acks)
+
+
+def consume(
+    endpoint: Endpoint,
+    topic: str,
+    *,
+    records: int,
+    partitions: int = 1,
+    client: str = "confluent",
+    timeout: float = 300,
+) -> dict[str, Any]:
+    if client != "confluent":
+        raise ValueError("consume supports the confluent client")
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        endpoint.confluent()
+        | {
+            "group.id": "millrace-perf",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 50 * 2**20,
+            "max.partition.fetch.bytes": 10 * 2**20,
+            "queued.max.messages.kbytes": 2**20,
+            # librdkafka pauses fetching for fetch.queue.backoff.ms (1 s by default) once
+            # its local queue holds queued.min.messages; a throughput test must not
+            # measure that pause.
+            "queued.min.messages": 2_000_000,
+            "fetch.queue.backoff.ms": 5,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    start = time.perf_counter()
+    deadline = start + timeout
+    size = 0
+    while got < records and time.perf_counter() < deadline:
+        batch = consumer.consume(10_000, 1.0)
+        if not batch:
+            continue
+        # Keep the client's own per-message work minimal: the broker is what is measured.
+        errors = sum(1 for msg in batch if msg.error() is not None)
+        got += len(batch) - errors
+        if not size and len(batch) > errors:
+            size = len(batch[-1].value() or b"")
+    seconds = time.perf_counter() - start
+    consumer.close()
+    return _summary("consume", client, got, size, seconds, wanted=records)
+
+
+def emit(result: dict[str, Any]) -> None:
+    print(json.dumps(result), flush=True)
