@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format check-migrations clean bench-log
+.PHONY: install run test lint format check-migrations clean bench-log bench-broker
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: lint
 ## Partition-log benchmark (JSON lines; see docs/performance.md). BENCH_DIR picks the disk.
 bench-log: install
 	$(PY) -m data_plane.log.bench $(if $(BENCH_DIR),--dir $(BENCH_DIR),)
+
+## Broker benchmark against Redis Streams on this machine (see docs/performance.md).
+bench-broker: install
+	$(PY) -m data_plane.broker.bench
 
 format: install
 	$(VENV)/bin/ruff format .

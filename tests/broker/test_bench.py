@@ -1,0 +1,35 @@
+"""The broker benchmark command runs end to end (quick mode; no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_quick_broker_benchmark_prints_every_workload():
+    result = subprocess.run(
+        [sys.executable, "-m", "data_plane.broker.bench", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [r["workload"] for r in rows] == [
+        "produce_100b_acks1_1p",
+        "produce_1024b_acks1_1p",
+        "consume_backlog_100b",
+        "redis_streams_100b",
+        "idle_partitions",
+    ]
+    backlog = rows[2]
+    assert backlog["records"] == 400_000  # every produced record came back
+    assert rows[-1]["broker_rss_mb"] > 0
