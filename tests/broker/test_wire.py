@@ -1,0 +1,204 @@
+"""Bad input over real sockets: caps, garbage, corrupt and oversized batches.
+
+A small raw client built on our codec speaks to the broker process directly, so tests can
+send what no well-behaved client would.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+
+from data_plane.protocol.errors import ErrorCode
+from data_plane.protocol.headers import read_response_header, write_request_header
+from data_plane.protocol.messages import APIS
+from data_plane.records import Record, RecordBatch
+from tests.broker.conftest import confluent_conf
+from tests.broker.test_clients import confluent_consume, confluent_create, topic_name
+
+pytestmark = pytest.mark.django_db
+
+PRODUCE, METADATA, SASL_HANDSHAKE, SASL_AUTH = 0, 3, 17, 36
+
+
+class RawClient:
+    def __init__(self, kafka):
+        self.sock = socket.create_connection(("127.0.0.1", kafka.port), timeout=10)
+        self.correlation = 0
+
+    def send_frame(self, body: bytes) -> None:
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+
+    def request(self, key: int, version: int, body: dict) -> dict:
+        api = APIS[key]
+        self.correlation += 1
+        flexible = api.request.is_flexible(version)
+        header = write_request_header(
+            key, version, self.correlation, "raw-test", 2 if flexible else 1
+        )
+        self.send_frame(header + api.request.encode(body, version))
+        size = struct.unpack(">i", self._recv(4))[0]
+        data = self._recv(size)
+        response_header = 0 if key == 18 else (1 if api.response.is_flexible(version) else 0)
+        correlation, pos = read_response_header(data, response_header)
+        assert correlation == self.correlation
+        return api.response.decode(data[pos:], version)
+
+    def _recv(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed by broker")
+            out += chunk
+        return out
+
+    def is_closed(self) -> bool:
+        self.sock.settimeout(5)
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+
+    def login(self, key) -> None:
+        assert self.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        token = b"\x00" + key.key_id.encode() + b"\x00" + key.secret.encode()
+        assert self.request(SASL_AUTH, 2, {"auth_bytes": token})["error_code"] == 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def assert_broker_healthy(kafka):
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    assert client.request(METADATA, 12, {"topics": None})["brokers"]
+    client.close()
+
+
+def test_oversized_frame_before_authentication_closes_only_that_connection(kafka):
+    bystander = RawClient(kafka)
+    bystander.login(kafka.admin_a)
+    attacker = RawClient(kafka)
+    attacker.sock.sendall(struct.pack(">i", 2**30))  # announces 1 GiB, sends nothing more
+    assert attacker.is_closed()
+    assert bystander.request(METADATA, 12, {"topics": None})["brokers"]
+    assert_broker_healthy(kafka)
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"\x00\x03\x00", b"\xff" * 40, b"\x00\x03\x00\x0c" + b"\x00" * 3]
+)
+def test_garbage_frames_close_only_that_connection(kafka, garbage):
+    client = RawClient(kafka)
+    client.send_frame(garbage)
+    assert client.is_closed()
+    assert_broker_healthy(kafka)
+
+
+def test_requests_before_authentication_are_refused(kafka):
+    client = RawClient(kafka)
+    api = APIS[METADATA]
+    header = write_request_header(METADATA, 4, 1, "raw-test", 1)
+    client.send_frame(header + api.request.encode({"topics": None}, 4))
+    assert client.is_closed()
+
+
+def produce(client, topic, batch_bytes, version=8):
+    body = {
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch_bytes}]}],
+    }
+    response = client.request(PRODUCE, version, body)
+    return response["responses"][0]["partition_responses"][0]
+
+
+def test_corrupt_batch_is_refused_and_nothing_is_appended(kafka):
+    name = topic_name("corrupt")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    good = RecordBatch(base_offset=0, records=(Record(0, 1, None, b"ok"),)).encode()
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF  # breaks the CRC
+    assert produce(client, name, bytes(bad))["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    wrong_magic = bytearray(good)
+    wrong_magic[16] = 1
+    assert produce(client, name, bytes(wrong_magic))["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    assert produce(client, name, good)["base_offset"] == 0  # the connection is still usable
+    client.close()
+    assert [m.value() for m in confluent_consume(kafka, kafka.admin_a, name, 1, 1)] == [b"ok"]
+
+
+def test_batch_over_max_message_bytes_is_message_too_large(kafka):
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    name = topic_name("small")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+    resource = ConfigResource(
+        "topic",
+        name,
+        incremental_configs=[
+            ConfigEntry("max.message.bytes", "2048", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(20)
+    described = admin.describe_configs([ConfigResource("topic", name)])
+    configs = next(iter(described.values())).result(20)
+    assert configs["max.message.bytes"].value == "2048"
+    time.sleep(1.5)  # the broker's open log picks up the new topic config
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    big = RecordBatch(base_offset=0, records=(Record(0, 1, None, b"x" * 5000),)).encode()
+    assert produce(client, name, big)["error_code"] == ErrorCode.MESSAGE_TOO_LARGE
+    small = RecordBatch(base_offset=0, records=(Record(0, 1, None, b"x" * 100),)).encode()
+    assert produce(client, name, small)["error_code"] == ErrorCode.NONE
+    client.close()
+
+
+def test_produce_over_quota_is_throttled(kafka, django_db_blocker):
+    from control_plane.tenancy.models import Tenant
+    from tests.broker.test_lifecycle import committed
+
+    name = topic_name("quota")
+    confluent_create(kafka, kafka.admin_b, name, partitions=1)
+    committed(
+        django_db_blocker,
+        lambda: Tenant.objects.filter(slug=kafka.tenant_b).update(produce_byte_rate=50_000),
+    )
+    time.sleep(1.5)  # the new quota reaches the broker's snapshot
+    client = RawClient(kafka)
+    client.login(kafka.admin_b)
+    batch = RecordBatch(
+        base_offset=0, records=tuple(Record(i, 1, None, b"q" * 1000) for i in range(100))
+    ).encode()  # ~100 kB
+    throttles, started = [], time.monotonic()
+    for _ in range(3):
+        body = {
+            "acks": 1,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": name, "partition_data": [{"index": 0, "records": batch}]}],
+        }
+        throttles.append(client.request(PRODUCE, 8, body)["throttle_time_ms"])
+    elapsed = time.monotonic() - started
+    client.close()
+    committed(
+        django_db_blocker,
+        lambda: Tenant.objects.filter(slug=kafka.tenant_b).update(produce_byte_rate=50 * 2**20),
+    )
+    # 100 kB at 50 kB/s is 2 s of budget, less the 1 s burst allowance: ~1 s of throttle.
+    # Then the client, held back each time, settles at the quota: every further 100 kB
+    # costs 2 s.
+    assert 900 <= throttles[0] <= 1100
+    assert all(1800 <= t <= 2200 for t in throttles[1:])
+    assert elapsed * 1000 >= sum(throttles) * 0.9  # the broker held the responses back
