@@ -656,6 +656,46 @@ async def handle_incremental_alter_configs(ctx: Context, req: dict[str, Any]) ->
     return {"throttle_time_ms": 0, "responses": responses}
 
 
+async def handle_alter_configs(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    """Legacy AlterConfigs: the given configs become the topic's whole set of overrides."""
+    b = ctx.broker
+    responses = []
+    for r in req["resources"]:
+        entry: dict[str, Any] = {
+            "error_code": E.NONE,
+            "error_message": None,
+            "resource_type": r["resource_type"],
+            "resource_name": r["resource_name"],
+        }
+        responses.append(entry)
+        if r["resource_type"] != TOPIC_RESOURCE:
+            entry["error_code"] = E.INVALID_REQUEST
+            entry["error_message"] = "only topic configs can be altered"
+            continue
+        topic = ctx.topic(r["resource_name"])
+        if topic is None:
+            entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if not ctx.may(Operation.ALTER_CONFIGS, T, topic.name):
+            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            continue
+        given = {c["name"]: c["value"] for c in r["configs"]}
+        changes: dict[str, str | None] = {name: None for name in topic.configs if name not in given}
+        changes.update(given)
+        try:
+            await b.call_store(
+                b.store.alter_topic_configs,
+                ctx.principal,
+                topic.name,
+                changes,
+                req.get("validate_only", False),
+            )
+        except AdminError as exc:
+            entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+    await b.refresh_metadata()
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
 # --- cluster and ACLs ---------------------------------------------------------------------------
 
 

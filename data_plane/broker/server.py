@@ -508,6 +508,7 @@ HANDLERS: dict[int, Callable[..., Any]] = {
     30: handlers.handle_create_acls,
     31: handlers.handle_delete_acls,
     32: handlers.handle_describe_configs,
+    33: handlers.handle_alter_configs,
     37: handlers.handle_create_partitions,
     44: handlers.handle_incremental_alter_configs,
     60: handlers.handle_describe_cluster,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from data_plane.protocol.messages import (
+    alter_configs,
     api_versions,
     create_acls,
     create_partitions,
@@ -76,6 +77,7 @@ _MODULES = (
     incremental_alter_configs,
     describe_cluster,
     init_producer_id,
+    alter_configs,
 )
 
 APIS: dict[int, Api] = {api.key: api for api in (_api(m) for m in _MODULES)}
