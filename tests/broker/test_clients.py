@@ -16,7 +16,7 @@ from tests.broker.conftest import confluent_conf, kafka_python_conf
 pytestmark = pytest.mark.django_db
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-N = 2000
+N = 10_000  # keyed records per codec and client, as the issue asks
 
 
 def topic_name(prefix: str = "t") -> str:
