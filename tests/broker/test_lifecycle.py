@@ -24,17 +24,16 @@ from tests.broker.test_clients import confluent_consume, confluent_create
 pytestmark = pytest.mark.django_db
 
 
-def produce_once(kafka, key, name) -> bool:
-    from confluent_kafka import Producer
-
-    producer = Producer(confluent_conf(kafka, key, **{"message.timeout.ms": 1000}))
+def produce_once(producer, name) -> bool:
+    """Produce one record and wait for its delivery report (the producer is drained)."""
     outcome = []
 
     def delivered(err, msg):
         outcome.append(err)
 
     producer.produce(name, b"x", on_delivery=delivered)
-    producer.flush(2)
+    while producer.flush(1) > 0:  # never leave a delivery pending in a discarded producer
+        pass
     return outcome == [None]
 
 
@@ -159,8 +158,11 @@ def test_acl_grant_takes_effect_within_two_seconds(kafka, django_db_blocker):
             permission="allow",
         ),
     )
+    from confluent_kafka import Producer
+
+    producer = Producer(confluent_conf(kafka, kafka.reader_a, **{"message.timeout.ms": 1000}))
     granted = time.monotonic()
     ok = False
     while time.monotonic() - granted < 2.5 and not ok:
-        ok = produce_once(kafka, kafka.reader_a, name)
+        ok = produce_once(producer, name)
     assert ok, "the new ACL was not in force within ~2 s"
