@@ -601,27 +601,47 @@ async def handle_describe_configs(ctx: Context, req: dict[str, Any]) -> dict[str
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+def _config_target(ctx: Context, r: dict[str, Any]) -> tuple[dict[str, Any], TopicInfo | None]:
+    """The response entry for one alter-configs resource and, if alterable, its topic."""
+    entry: dict[str, Any] = {
+        "error_code": E.NONE,
+        "error_message": None,
+        "resource_type": r["resource_type"],
+        "resource_name": r["resource_name"],
+    }
+    if r["resource_type"] != TOPIC_RESOURCE:
+        entry["error_code"] = E.INVALID_REQUEST
+        entry["error_message"] = "only topic configs can be altered"
+        return entry, None
+    topic = ctx.topic(r["resource_name"])
+    if topic is None:
+        entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+    elif not ctx.may(Operation.ALTER_CONFIGS, T, topic.name):
+        entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+    return entry, topic if entry["error_code"] == E.NONE else None
+
+
+async def _apply_config_changes(
+    ctx: Context,
+    entry: dict[str, Any],
+    topic: TopicInfo,
+    changes: dict[str, str | None],
+    validate_only: bool,
+) -> None:
+    try:
+        await ctx.broker.call_store(
+            ctx.broker.store.alter_topic_configs, ctx.principal, topic.name, changes, validate_only
+        )
+    except AdminError as exc:
+        entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+
+
 async def handle_incremental_alter_configs(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
-    b = ctx.broker
     responses = []
     for r in req["resources"]:
-        entry: dict[str, Any] = {
-            "error_code": E.NONE,
-            "error_message": None,
-            "resource_type": r["resource_type"],
-            "resource_name": r["resource_name"],
-        }
+        entry, topic = _config_target(ctx, r)
         responses.append(entry)
-        if r["resource_type"] != TOPIC_RESOURCE:
-            entry["error_code"] = E.INVALID_REQUEST
-            entry["error_message"] = "only topic configs can be altered"
-            continue
-        topic = ctx.topic(r["resource_name"])
         if topic is None:
-            entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        if not ctx.may(Operation.ALTER_CONFIGS, T, topic.name):
-            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
             continue
         current = effective_configs(topic.configs)
         changes: dict[str, str | None] = {}
@@ -640,59 +660,25 @@ async def handle_incremental_alter_configs(ctx: Context, req: dict[str, Any]) ->
                 entry["error_code"] = E.INVALID_CONFIG
                 entry["error_message"] = f"operation {op} does not apply to {name}"
                 break
-        if entry["error_code"] != E.NONE:
-            continue
-        try:
-            await b.call_store(
-                b.store.alter_topic_configs,
-                ctx.principal,
-                topic.name,
-                changes,
-                req.get("validate_only", False),
-            )
-        except AdminError as exc:
-            entry["error_code"], entry["error_message"] = exc.error_code, exc.message
-    await b.refresh_metadata()
+        if entry["error_code"] == E.NONE:
+            await _apply_config_changes(ctx, entry, topic, changes, req.get("validate_only", False))
+    await ctx.broker.refresh_metadata()
     return {"throttle_time_ms": 0, "responses": responses}
 
 
 async def handle_alter_configs(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
     """Legacy AlterConfigs: the given configs become the topic's whole set of overrides."""
-    b = ctx.broker
     responses = []
     for r in req["resources"]:
-        entry: dict[str, Any] = {
-            "error_code": E.NONE,
-            "error_message": None,
-            "resource_type": r["resource_type"],
-            "resource_name": r["resource_name"],
-        }
+        entry, topic = _config_target(ctx, r)
         responses.append(entry)
-        if r["resource_type"] != TOPIC_RESOURCE:
-            entry["error_code"] = E.INVALID_REQUEST
-            entry["error_message"] = "only topic configs can be altered"
-            continue
-        topic = ctx.topic(r["resource_name"])
         if topic is None:
-            entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        if not ctx.may(Operation.ALTER_CONFIGS, T, topic.name):
-            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
             continue
         given = {c["name"]: c["value"] for c in r["configs"]}
         changes: dict[str, str | None] = {name: None for name in topic.configs if name not in given}
         changes.update(given)
-        try:
-            await b.call_store(
-                b.store.alter_topic_configs,
-                ctx.principal,
-                topic.name,
-                changes,
-                req.get("validate_only", False),
-            )
-        except AdminError as exc:
-            entry["error_code"], entry["error_message"] = exc.error_code, exc.message
-    await b.refresh_metadata()
+        await _apply_config_changes(ctx, entry, topic, changes, req.get("validate_only", False))
+    await ctx.broker.refresh_metadata()
     return {"throttle_time_ms": 0, "responses": responses}
 
 
