@@ -68,6 +68,21 @@ class Context:
         return self.broker.snapshot.topic(self.principal.tenant_id, name)
 
 
+def partition_log(
+    ctx: Context, topic: TopicInfo | None, allowed: bool, index: int
+) -> tuple[PartitionLog | None, int]:
+    """The log for one requested partition, or the error to answer with.
+
+    Kafka's order: an unknown topic first (so nothing is revealed to the unauthorized),
+    then authorization, then whether this broker leads the partition.
+    """
+    if topic is None:
+        return None, E.UNKNOWN_TOPIC_OR_PARTITION
+    if not allowed:
+        return None, E.TOPIC_AUTHORIZATION_FAILED
+    return ctx.broker.leader_log(topic, index)
+
+
 # --- Metadata ---------------------------------------------------------------------------
 
 
@@ -305,7 +320,6 @@ async def handle_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_fetch(ctx: Context, req: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    b = ctx.broker
     budget = req.get("max_bytes", 0x7FFFFFFF)
     total = 0
     responses = []
@@ -325,13 +339,7 @@ def _read_fetch(ctx: Context, req: dict[str, Any]) -> tuple[list[dict[str, Any]]
                 "records": b"",
             }
             partitions.append(entry)
-            if topic is None:
-                entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if not allowed:
-                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
-                continue
-            log, code = b.leader_log(topic, p["partition"])
+            log, code = partition_log(ctx, topic, allowed, p["partition"])
             if log is None:
                 entry["error_code"] = code
                 continue
@@ -361,7 +369,6 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
 async def handle_list_offsets(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
-    b = ctx.broker
     if req.get("replica_id", -1) >= 0:
         code = E.CLUSTER_AUTHORIZATION_FAILED
     else:
@@ -382,12 +389,8 @@ async def handle_list_offsets(ctx: Context, req: dict[str, Any]) -> dict[str, An
             partitions.append(entry)
             if code is not None:
                 entry["error_code"] = code
-            elif topic is None:
-                entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
-            elif not allowed:
-                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
             else:
-                log, err = b.leader_log(topic, p["partition_index"])
+                log, err = partition_log(ctx, topic, allowed, p["partition_index"])
                 if log is None:
                     entry["error_code"] = err
                     continue
@@ -514,7 +517,6 @@ async def handle_create_partitions(ctx: Context, req: dict[str, Any]) -> dict[st
 
 
 async def handle_delete_records(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
-    b = ctx.broker
     topics = []
     for t in req["topics"]:
         topic = ctx.topic(t["name"])
@@ -527,13 +529,7 @@ async def handle_delete_records(ctx: Context, req: dict[str, Any]) -> dict[str, 
                 "error_code": E.NONE,
             }
             partitions.append(entry)
-            if topic is None:
-                entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if not allowed:
-                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
-                continue
-            log, code = b.leader_log(topic, p["partition_index"])
+            log, code = partition_log(ctx, topic, allowed, p["partition_index"])
             if log is None:
                 entry["error_code"] = code
                 continue
@@ -842,7 +838,3 @@ async def handle_delete_acls(ctx: Context, req: dict[str, Any]) -> dict[str, Any
         )
     await b.refresh_metadata()
     return {"throttle_time_ms": 0, "filter_results": results}
-
-
-def log_info(log: PartitionLog) -> tuple[int, int]:
-    return log.log_start_offset, log.high_watermark

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
 import time
 import uuid
@@ -431,10 +430,9 @@ class Connection:
             if isinstance(chunk, FileSlice):
                 await self.writer.drain()
                 with open(chunk.path, "rb") as f:
-                    try:
-                        await loop.sendfile(self.writer.transport, f, chunk.position, chunk.length)
-                    except (NotImplementedError, RuntimeError):
-                        self.writer.write(os.pread(f.fileno(), chunk.length, chunk.position))
+                    # os.sendfile on plain sockets; asyncio itself falls back to read-and-send
+                    # where that is unavailable (e.g. TLS transports).
+                    await loop.sendfile(self.writer.transport, f, chunk.position, chunk.length)
             else:
                 self.writer.write(chunk)
         await self.writer.drain()

@@ -29,7 +29,7 @@ Because the CRC starts at ``attributes``, the broker may rewrite ``base_offset``
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -379,8 +379,3 @@ def set_base_offset(
     if leader_epoch is not None:
         _EPOCH.pack_into(out, 12, leader_epoch)
     return out
-
-
-def records_of(batches: Sequence[bytes]) -> list[Record]:
-    """Every record of every batch (a test and tooling convenience)."""
-    return [record for raw in batches for record in RecordBatch.decode(raw).records]
