@@ -9,7 +9,6 @@ and run in a worker thread (``lookup``), never on the event loop.
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,6 +38,7 @@ class SaslSession:
         self.principal: Principal | None = None
         self._server: Any = None
         self._key_id: str | None = None
+        self._client_nonce: str | None = None
         self.done = False
 
     async def step(self, token: bytes) -> bytes:
@@ -64,7 +64,9 @@ class SaslSession:
         try:
             if self._server is None:
                 return await self._scram_first(token)
-            self._server.set_client_final(token.decode("utf-8"))
+            final = token.decode("utf-8")
+            self._accept_doubled_client_nonce(final)
+            self._server.set_client_final(final)
             answer: str = self._server.get_server_final()
         except scramp.ScramException as exc:
             logger.debug("SCRAM exchange failed: %s", exc)
@@ -87,17 +89,38 @@ class SaslSession:
         if creds is None:
             raise SaslFailed("Authentication failed: invalid credentials")
         self._key_id = user
+        self._client_nonce = _scram_attr(first.split(",", 2)[2], "r")
         mechanism = scramp.ScramMechanism(self.mechanism)
-        # A Kafka-sized server nonce (24 URL-safe characters): librdkafka 2.0 (Debian's
-        # kcat) garbles its client-final message when the combined nonce is as long as
-        # scramp's default (64 hex characters), failing about one login in three.
         self._server = mechanism.make_server(
             lambda _u: (creds.salt, creds.stored_key, creds.server_key, creds.iterations),
-            s_nonce=secrets.token_urlsafe(18),
         )
         self._server.set_client_first(first)
         answer: str = self._server.get_server_first()
         return answer.encode("utf-8")
+
+    def _accept_doubled_client_nonce(self, client_final: str) -> None:
+        """Accept librdkafka's pre-2.6.1 client-final nonce, and only that variant.
+
+        RFC 5802 wants the client to echo the combined nonce (client + server) it got in
+        server-first. librdkafka before 2.6.1 (Debian's kcat is 2.0.2) prepends its own
+        nonce once more: ``r=<client nonce><client nonce><server nonce>``. Kafka 3.x
+        accepted that (it checked ``endsWith``); Kafka 4 refuses it. The doubled form
+        still proves the client saw our server nonce, and the proof is computed over the
+        message as sent, so accepting exactly this form keeps replay protection. Any other
+        nonce is left for scramp to reject.
+        """
+        expected = str(self._server.nonce)
+        sent = _scram_attr(client_final, "r")
+        if self._client_nonce and sent == self._client_nonce + expected:
+            logger.debug("accepting a doubled client nonce (librdkafka < 2.6.1)")
+            self._server.nonce = type(self._server.nonce)(sent)
+
+
+def _scram_attr(message: str, name: str) -> str | None:
+    for part in message.split(","):
+        if part.startswith(name + "="):
+            return part[len(name) + 1 :]
+    return None
 
 
 def _scram_user(client_first: str) -> str:
