@@ -380,13 +380,18 @@ class Connection:
                 logger.debug("malformed frame from %s: %s", self.host, frame[:512].hex())
             raise
         except Unsupported as exc:
-            if exc.api_key == 18:
-                await self._write(unsupported_version_response(exc, ErrorCode.UNSUPPORTED_VERSION))
-                return True
-            logger.warning(
-                "closing %s: unsupported API %s v%s", self.host, exc.api_key, exc.api_version
-            )
-            return False
+            # Answered with UNSUPPORTED_VERSION; before authentication only ApiVersions
+            # keeps the connection open (anything else would close it there anyway).
+            await self._write(unsupported_version_response(exc, ErrorCode.UNSUPPORTED_VERSION))
+            keep = exc.api_key == 18 or self.principal is not None
+            if not keep:
+                logger.warning(
+                    "closing %s: unsupported API %s v%s before authentication",
+                    self.host,
+                    exc.api_key,
+                    exc.api_version,
+                )
+            return keep
         key = request.api.key
         if self.principal is None and key not in PRE_AUTH_APIS:
             logger.warning("closing %s: %s before authentication", self.host, request.api.name)

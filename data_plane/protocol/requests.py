@@ -78,8 +78,14 @@ def supported_api_versions() -> list[dict[str, int]]:
 
 
 def unsupported_version_response(error: Unsupported, error_code: int) -> list[Any]:
-    """The answer to an unsupported request (Kafka closes nothing for this)."""
-    if error.api_key == API_VERSIONS_KEY:
-        body = {"error_code": error_code, "api_keys": supported_api_versions()}
-        return encode_response(APIS[API_VERSIONS_KEY], 0, error.correlation_id, body)
-    raise error
+    """The answer to a request whose API key or version this broker does not serve.
+
+    For ApiVersions this is Kafka's own fallback: a v0 response carrying the error and the
+    supported ranges, so the client can retry at a version both sides know. No schema
+    exists for an unknown API key or version, so every other request gets the same
+    minimal shape: response header v0 (the correlation id), then int16 ``error_code`` and
+    an empty int32 array. Clients that negotiated with ApiVersions never see it.
+    """
+    keys = supported_api_versions() if error.api_key == API_VERSIONS_KEY else []
+    body = {"error_code": error_code, "api_keys": keys}
+    return encode_response(APIS[API_VERSIONS_KEY], 0, error.correlation_id, body)

@@ -103,8 +103,34 @@ def test_confluent_kafka_round_trip_every_codec(kafka, codec):
     assert all(v == sorted(v) for v in by_key.values())  # per-key (per-partition) order
 
 
-@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_kafka_python_round_trip(kafka, codec):
+T0 = 1_700_000_000_000
+
+
+def check_records(got: list[tuple[bytes, bytes, list, int]]) -> None:
+    """Keys, values, headers and timestamps as produced, in order per key (partition)."""
+    assert len(got) == N
+    by_key: dict[bytes, list[int]] = {}
+    for key, value, headers, timestamp in got:
+        n = json.loads(value)["n"]
+        assert key == f"key-{n % 50}".encode()
+        assert [(k, bytes(v)) for k, v in headers] == [("seq", str(n).encode())]
+        assert timestamp == T0 + n
+        by_key.setdefault(key, []).append(n)
+    assert sorted(n for ns in by_key.values() for n in ns) == list(range(N))
+    assert all(v == sorted(v) for v in by_key.values())
+
+
+def record(i: int) -> tuple[bytes, bytes, list[tuple[str, bytes]], int]:
+    return (
+        f"key-{i % 50}".encode(),
+        json.dumps({"n": i}).encode(),
+        [("seq", str(i).encode())],
+        T0 + i,
+    )
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kafka_python_round_trip_every_codec(kafka, codec):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -112,34 +138,38 @@ def test_kafka_python_round_trip(kafka, codec):
     admin = KafkaAdminClient(**kafka_python_conf(kafka, kafka.admin_a))
     admin.create_topics([NewTopic(name, 2, 1)])
     # The client default: an idempotent producer (InitProducerId, sequence checks).
-    producer = KafkaProducer(compression_type=codec, **kafka_python_conf(kafka, kafka.admin_a))
+    producer = KafkaProducer(
+        compression_type=None if codec == "none" else codec,
+        linger_ms=5,
+        **kafka_python_conf(kafka, kafka.admin_a),
+    )
     for i in range(N):
-        producer.send(
-            name, key=f"k{i % 10}".encode(), value=str(i).encode(), headers=[("i", str(i).encode())]
-        )
+        key, value, headers, ts = record(i)
+        producer.send(name, key=key, value=value, headers=headers, timestamp_ms=ts)
     producer.flush(30)
+    producer.close()
     consumer = KafkaConsumer(
         consumer_timeout_ms=5000,
         auto_offset_reset="earliest",
         **kafka_python_conf(kafka, kafka.admin_a, "PLAIN"),
     )
-    consumer.assign([TopicPartition(name, 0), TopicPartition(name, 1)])
+    tps = [TopicPartition(name, 0), TopicPartition(name, 1)]
+    consumer.assign(tps)
     consumer.seek_to_beginning()
-    values = [(m.key, int(m.value), dict(m.headers)["i"]) for m in consumer]
-    assert len(values) == N
-    assert all(int(h) == v for _, v, h in values)
-    offsets = consumer.end_offsets([TopicPartition(name, 0), TopicPartition(name, 1)])
-    assert sum(offsets.values()) == N
+    check_records([(m.key, m.value, m.headers, m.timestamp) for m in consumer])
+    assert sum(consumer.end_offsets(tps).values()) == N
+    consumer.close()
     admin.close()
 
 
-def test_aiokafka_round_trip(kafka):
+@pytest.mark.parametrize("codec", CODECS)
+def test_aiokafka_round_trip_every_codec(kafka, codec):
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     name = topic_name()
-    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    confluent_create(kafka, kafka.admin_a, name, partitions=2)
     sasl = {
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "SCRAM-SHA-256",
@@ -149,38 +179,51 @@ def test_aiokafka_round_trip(kafka):
 
     async def run():
         producer = AIOKafkaProducer(
-            bootstrap_servers=kafka.bootstrap, compression_type="zstd", **sasl
+            bootstrap_servers=kafka.bootstrap,
+            compression_type=None if codec == "none" else codec,
+            linger_ms=5,
+            **sasl,
         )
         await producer.start()
+        pending = []
         for i in range(N):
-            await producer.send(name, key=b"k", value=str(i).encode(), headers=[("h", b"v")])
-        await producer.flush()
+            key, value, headers, ts = record(i)
+            pending.append(
+                await producer.send(name, key=key, value=value, headers=headers, timestamp_ms=ts)
+            )
+        await asyncio.gather(*pending)
         await producer.stop()
         consumer = AIOKafkaConsumer(
             bootstrap_servers=kafka.bootstrap, auto_offset_reset="earliest", **sasl
         )
         await consumer.start()
-        tp = TopicPartition(name, 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        values = []
-        while len(values) < N:
-            batch = await consumer.getmany(tp, timeout_ms=2000)
+        tps = [TopicPartition(name, 0), TopicPartition(name, 1)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        got = []
+        while len(got) < N:
+            batch = await consumer.getmany(*tps, timeout_ms=2000)
             if not batch:
                 break
-            values += [int(m.value) for m in batch[tp]]
+            for messages in batch.values():
+                got += [(m.key, m.value, list(m.headers), m.timestamp) for m in messages]
         await consumer.stop()
-        return values
+        return got
 
-    assert asyncio.run(asyncio.wait_for(run(), 60)) == list(range(N))
+    check_records(asyncio.run(asyncio.wait_for(run(), 90)))
 
 
 # kcat is Debian's build on librdkafka 2.0.2, which sends the pre-2.6.1 doubled SCRAM
 # client nonce; the broker accepts exactly that form (see data_plane/broker/sasl.py).
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_kcat_produce_and_consume(kafka, mechanism):
+# kcat -P sets one header for every record and cannot set timestamps per record, so
+# those are checked as a constant header and a broker-plausible CreateTime.
+KCAT_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
+
+
+@pytest.mark.parametrize(("codec", "mechanism"), list(zip(CODECS, KCAT_MECHANISMS, strict=True)))
+def test_kcat_round_trip_every_codec(kafka, codec, mechanism):
     name = topic_name()
-    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    confluent_create(kafka, kafka.admin_a, name, partitions=2)
     auth = [
         "-X",
         "security.protocol=SASL_PLAINTEXT",
@@ -191,13 +234,28 @@ def test_kcat_produce_and_consume(kafka, mechanism):
         "-X",
         f"sasl.password={kafka.admin_a.secret}",
     ]
-    lines = "".join(f"key{i}:value{i}\n" for i in range(100))
+    lines = "".join(f"key-{i % 50}:{i}\n" for i in range(N))
+    before = int(time.time() * 1000)
     subprocess.run(
-        ["kcat", "-b", kafka.bootstrap, *auth, "-P", "-t", name, "-K:", "-z", "lz4"],
+        [
+            "kcat",
+            "-b",
+            kafka.bootstrap,
+            *auth,
+            "-P",
+            "-t",
+            name,
+            "-K:",
+            "-z",
+            codec,
+            "-H",
+            "src=kcat",
+        ],
         input=lines.encode(),
         check=True,
-        timeout=30,
+        timeout=60,
     )
+    after = int(time.time() * 1000)
     out = subprocess.run(
         [
             "kcat",
@@ -211,13 +269,30 @@ def test_kcat_produce_and_consume(kafka, mechanism):
             "beginning",
             "-e",
             "-f",
-            "%k=%s@%o\n",
+            "%k|%s|%h|%T|%p|%o\n",
         ],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout.decode()
+    rows = [line.split("|") for line in out.splitlines()]
+    assert len(rows) == N
+    by_key: dict[str, list[int]] = {}
+    for key, value, headers, ts, _partition, _offset in rows:
+        assert key == f"key-{int(value) % 50}"
+        assert headers == "src=kcat"
+        assert before - 1000 <= int(ts) <= after + 1000
+        by_key.setdefault(key, []).append(int(value))
+    assert sorted(int(r[1]) for r in rows) == list(range(N))
+    assert all(v == sorted(v) for v in by_key.values())
+    offsets = subprocess.run(
+        ["kcat", "-b", kafka.bootstrap, *auth, "-Q", "-t", f"{name}:0:-1", "-t", f"{name}:1:-1"],
         capture_output=True,
         check=True,
         timeout=30,
     ).stdout.decode()
-    assert out.splitlines() == [f"key{i}=value{i}@{i}" for i in range(100)]
+    ends = [int(line.rsplit(" ", 1)[1]) for line in offsets.splitlines() if "offset" in line]
+    assert sum(ends) == N
 
 
 def test_wrong_secret_and_unknown_key_fail_authentication(kafka):

@@ -57,11 +57,22 @@ class RawClient:
         return out
 
     def is_closed(self) -> bool:
+        """True once the broker closes (anything it answered first is read and dropped)."""
         self.sock.settimeout(5)
         try:
-            return self.sock.recv(1) == b""
+            for _ in range(64):
+                if self.sock.recv(65536) == b"":
+                    return True
+            return False
         except (ConnectionResetError, BrokenPipeError):
             return True
+
+    def raw_request(self, key: int, version: int, body: bytes = b"") -> tuple[int, bytes]:
+        """Send a request no schema may exist for; return (correlation id, response body)."""
+        self.correlation += 1
+        self.send_frame(write_request_header(key, version, self.correlation, "raw-test", 1) + body)
+        data = self._recv(struct.unpack(">i", self._recv(4))[0])
+        return struct.unpack_from(">i", data)[0], data[4:]
 
     def login(self, key) -> None:
         assert self.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
@@ -105,6 +116,26 @@ def test_requests_before_authentication_are_refused(kafka):
     header = write_request_header(METADATA, 4, 1, "raw-test", 1)
     client.send_frame(header + api.request.encode({"topics": None}, 4))
     assert client.is_closed()
+
+
+@pytest.mark.parametrize("key,version", [(999, 0), (METADATA, 99), (PRODUCE, 2), (-1, 0)])
+def test_unknown_api_or_version_gets_unsupported_version(kafka, key, version):
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    correlation, body = client.raw_request(key, version, b"\x00" * 16)
+    assert correlation == client.correlation
+    assert struct.unpack(">hi", body) == (ErrorCode.UNSUPPORTED_VERSION, 0)
+    # The connection stays usable: the request was well framed, only not served.
+    assert client.request(METADATA, 12, {"topics": None})["brokers"]
+    client.close()
+
+
+def test_unknown_api_before_authentication_is_answered_then_closed(kafka):
+    client = RawClient(kafka)
+    correlation, body = client.raw_request(999, 0)
+    assert (correlation, body[:2]) == (client.correlation, b"\x00\x23")  # 35
+    assert client.is_closed()
+    assert_broker_healthy(kafka)
 
 
 def produce(client, topic, batch_bytes, version=8):
