@@ -90,6 +90,44 @@ def _redis_streams(records: int, size: int) -> tuple[float, float]:
         client.delete(key)
 
 
+def _stalled_consumers(
+    port: int, topic: str, pid: int, connections: int = 20, pipelined: int = 20
+) -> dict[str, Any]:
+    """Open consumers that pipeline big fetches and never read; report broker RSS."""
+    import struct
+
+    from data_plane.protocol.headers import write_request_header
+    from data_plane.protocol.messages import APIS
+
+    fetch = APIS[1].request
+    part = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 64 * 2**20}
+    body = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 64 * 2**20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "topics": [{"topic": topic, "partitions": [part]}],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    before = _rss_mb(pid)
+    socks = []
+    try:
+        for _ in range(connections):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            for n in range(pipelined):
+                frame = write_request_header(1, 12, n, "stalled", 2) + fetch.encode(body, 12)
+                sock.sendall(struct.pack(">i", len(frame)) + frame)
+            socks.append(sock)
+        time.sleep(5)
+        return {"rss_before_mb": before, "rss_stalled_mb": _rss_mb(pid)}
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts (smoke run)")
@@ -197,6 +235,15 @@ def main(argv: list[str] | None = None) -> int:
         producer.flush(60)
         time.sleep(2)
         _emit("idle_partitions", partitions=1000, broker_rss_mb=_rss_mb(broker.pid))
+        stalled = _stalled_consumers(port, backlog, broker.pid)
+        _emit(
+            "stalled_consumers",
+            connections=20,
+            pipelined_fetches=20,
+            fetch_max_mb=64,
+            backlog_mb=round(backlog_records * 100 / 2**20),
+            **stalled,
+        )
     finally:
         if broker is not None and broker.poll() is None:
             broker.terminate()

@@ -29,7 +29,9 @@ def test_quick_broker_benchmark_prints_every_workload():
         "consume_backlog_100b",
         "redis_streams_100b",
         "idle_partitions",
+        "stalled_consumers",
     ]
     backlog = rows[2]
     assert backlog["records"] == 400_000  # every produced record came back
-    assert rows[-1]["broker_rss_mb"] > 0
+    assert rows[-2]["broker_rss_mb"] > 0
+    assert rows[-1]["rss_stalled_mb"] > 0

@@ -21,7 +21,7 @@ from tests.broker.test_clients import confluent_consume, confluent_create, topic
 
 pytestmark = pytest.mark.django_db
 
-PRODUCE, METADATA, SASL_HANDSHAKE, SASL_AUTH = 0, 3, 17, 36
+PRODUCE, FETCH, METADATA, SASL_HANDSHAKE, SASL_AUTH = 0, 1, 3, 17, 36
 
 
 class RawClient:
@@ -32,7 +32,7 @@ class RawClient:
     def send_frame(self, body: bytes) -> None:
         self.sock.sendall(struct.pack(">i", len(body)) + body)
 
-    def request(self, key: int, version: int, body: dict) -> dict:
+    def send_request(self, key: int, version: int, body: dict) -> None:
         api = APIS[key]
         self.correlation += 1
         flexible = api.request.is_flexible(version)
@@ -40,6 +40,10 @@ class RawClient:
             key, version, self.correlation, "raw-test", 2 if flexible else 1
         )
         self.send_frame(header + api.request.encode(body, version))
+
+    def request(self, key: int, version: int, body: dict) -> dict:
+        api = APIS[key]
+        self.send_request(key, version, body)
         size = struct.unpack(">i", self._recv(4))[0]
         data = self._recv(size)
         response_header = 0 if key == 18 else (1 if api.response.is_flexible(version) else 0)
@@ -233,3 +237,68 @@ def test_produce_over_quota_is_throttled(kafka, django_db_blocker):
     assert 900 <= throttles[0] <= 1100
     assert all(1800 <= t <= 2200 for t in throttles[1:])
     assert elapsed * 1000 >= sum(throttles) * 0.9  # the broker held the responses back
+
+
+def rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status").read().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_stalled_consumers_do_not_grow_broker_memory(kafka):
+    name = topic_name("stall")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    batch = RecordBatch(
+        base_offset=0, records=tuple(Record(i, 1, None, b"s" * 1000) for i in range(1000))
+    ).encode()
+    for _ in range(16):  # a 16 MB backlog
+        assert produce(client, name, batch)["error_code"] == ErrorCode.NONE
+    client.close()
+    fetch = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 64 * 2**20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": name,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 64 * 2**20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    assert kafka.process is not None
+    before = rss_mb(kafka.process.pid)
+    stalled = []
+    for _ in range(8):
+        consumer = RawClient(kafka)
+        consumer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        consumer.login(kafka.admin_a)
+        for _ in range(16):  # pipelined, never read
+            consumer.send_request(FETCH, 12, fetch)
+        stalled.append(consumer)
+    time.sleep(3)
+    growth = rss_mb(kafka.process.pid) - before
+    # Buffering the answers would take 8 connections x 16 fetches x 16 MB = 2 GB. The broker
+    # serves a connection's requests in order and waits for the socket to drain, and the
+    # data leaves segment files by sendfile, so nothing piles up in its memory.
+    assert growth < 48, f"broker RSS grew by {growth:.1f} MB under stalled consumers"
+    assert_broker_healthy(kafka)  # and it keeps serving everyone else
+    for consumer in stalled:
+        consumer.close()
