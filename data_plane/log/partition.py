@@ -7,6 +7,7 @@ Directory layout (named by the caller, e.g. ``<topic uuid>-<partition>``)::
     recovery-point         offset below which everything is known to be on disk
     log-start-offset       first offset still readable (retention / DeleteRecords)
     leader-epoch-checkpoint
+    00000000000000052341.snapshot                    idempotent-producer state at that offset
     .clean-shutdown        present only between a clean close and the next open
 
 Invariants (what survives a crash):
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import os
 import shutil
 import struct
 import threading
@@ -66,6 +68,8 @@ CLEAN_SHUTDOWN = ".clean-shutdown"
 RECOVERY_POINT = "recovery-point"
 LOG_START_OFFSET = "log-start-offset"
 LEADER_EPOCHS = "leader-epoch-checkpoint"
+SNAPSHOT_SUFFIX = ".snapshot"
+KEPT_SNAPSHOTS = 2
 SWAP_SUFFIX = ".swap"
 
 Clock = Callable[[], int]
@@ -185,7 +189,73 @@ class PartitionLog:
         self.high_watermark = self.log_start_offset
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self._restore_producers()
         marker.unlink(missing_ok=True)  # from now on, a crash is detectable
+
+    # --- producer-state snapshots -------------------------------------------------------
+
+    def _snapshots(self) -> list[tuple[int, Path]]:
+        found = []
+        for path in self.directory.glob("*" + SNAPSHOT_SUFFIX):
+            with contextlib.suppress(ValueError):
+                found.append((int(path.name[: -len(SNAPSHOT_SUFFIX)]), path))
+        return sorted(found)
+
+    def _restore_producers(self) -> None:
+        """Newest usable snapshot not past the log end, then the batches after it.
+
+        Without one (a log from before snapshots, or all of them unreadable) the active
+        segment is replayed, which holds every batch since the last roll.
+        """
+        start = self.segments[-1].base_offset
+        self.producers = ProducerStateManager()
+        for offset, path in reversed(self._snapshots()):
+            if offset > self.log_end_offset:
+                path.unlink(missing_ok=True)  # the log was cut below it
+                continue
+            try:
+                self.producers = ProducerStateManager.from_json(path.read_bytes())
+            except (OSError, ValueError):
+                path.unlink(missing_ok=True)
+                continue
+            start = offset
+            break
+        start = max(start, self.segments[0].base_offset)
+        for segment in self.segments[self._segment_index_for(start) :]:
+            found = segment.find(start)
+            if found is None:
+                continue
+            for _, h in segment.headers_from(found[0]):
+                if h.base_offset >= start and h.producer_id >= 0 and h.base_sequence >= 0:
+                    self.producers.record(
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.last_offset_delta,
+                        h.base_offset,
+                    )
+
+    def _write_producer_snapshot(self, *, sync: bool) -> None:
+        """The producer state as of the log end, kept with the previous one (Kafka's way).
+
+        A snapshot lost or torn by a crash is skipped on open (an older one, or the active
+        segment, is replayed instead), so only the one written at a roll is fsynced.
+        """
+        path = self.directory / f"{self.log_end_offset:020d}{SNAPSHOT_SUFFIX}"
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(self.producers.to_json())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        for _, old in self._snapshots()[:-KEPT_SNAPSHOTS]:
+            old.unlink(missing_ok=True)
+
+    def _drop_snapshots_after(self, offset: int) -> None:
+        for snap_offset, path in self._snapshots():
+            if snap_offset > offset:
+                path.unlink(missing_ok=True)
 
     def _remove_leftovers(self) -> None:
         """Finish or discard work a crash interrupted: deletes, cleaning, swaps."""
@@ -245,6 +315,7 @@ class PartitionLog:
             if self.closed:
                 return
             self.flush()
+            self._write_producer_snapshot(sync=False)
             for segment in self.segments:
                 segment.close_files()
             self.purge_deleted(force=True)
@@ -397,6 +468,7 @@ class PartitionLog:
             self._bases.append(segment.base_offset)
             self.recovery_point = segment.base_offset
             write_int(self.directory / RECOVERY_POINT, self.recovery_point)
+            self._write_producer_snapshot(sync=True)
             return segment
 
     def _create_segment(self, base: int, now: int | None = None) -> LogSegment:
@@ -510,6 +582,7 @@ class PartitionLog:
             write_int(self.directory / RECOVERY_POINT, self.recovery_point)
             self.leader_epochs.truncate_from_end(self.log_end_offset)
             self.producers.forget_from(self.log_end_offset)
+            self._drop_snapshots_after(self.log_end_offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self.segments:
@@ -518,6 +591,7 @@ class PartitionLog:
         self._bases = [offset]
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
         self.producers = ProducerStateManager()
+        self._drop_snapshots_after(-1)
         self.recovery_point = offset
         write_int(self.directory / RECOVERY_POINT, offset)
         write_int(self.directory / LOG_START_OFFSET, offset)

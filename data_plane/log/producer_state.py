@@ -11,17 +11,20 @@ batch of an idempotent producer (producer id ≥ 0, base sequence ≥ 0):
 * otherwise its first sequence must follow the last one (int32 wrap-around), or it is out
   of order (OUT_OF_ORDER_SEQUENCE_NUMBER).
 
-The state is kept in memory: after a broker restart a producer's first batch in a
-partition starts a fresh entry (a retry spanning the restart is not recognised). Snapshots
-of this state arrive with replication in Step 5.
+The state survives restarts as Kafka's does: :class:`PartitionLog` writes a snapshot
+(``<offset>.snapshot``, the state as of that log offset) when a segment rolls and on clean
+shutdown, and on open loads the newest snapshot not past the log end and replays the batch
+headers after it. A retry that spans a restart is therefore still recognised.
 
 Not thread-safe on its own; :class:`PartitionLog` calls it under its lock.
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_REMEMBERED_BATCHES = 5
 SEQUENCE_MODULO = 2**31
@@ -110,3 +113,30 @@ class ProducerStateManager:
                 continue
             entry.batches = deque(kept, maxlen=MAX_REMEMBERED_BATCHES)
             entry.last_sequence = kept[-1][1]
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                str(pid): [e.epoch, e.last_sequence, [list(b) for b in e.batches]]
+                for pid, e in self._producers.items()
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ProducerStateManager:
+        """Load a snapshot; raise ValueError if it is not one."""
+        state = cls()
+        try:
+            raw: dict[str, Any] = json.loads(data)
+            for pid, (epoch, last, batches) in raw.items():
+                entry = _Entry(int(epoch), int(last))
+                for first_seq, last_seq, first_offset in batches:
+                    entry.batches.append((int(first_seq), int(last_seq), int(first_offset)))
+                state._producers[int(pid)] = entry
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"not a producer-state snapshot: {exc}") from exc
+        return state
+
+    def __len__(self) -> int:
+        return len(self._producers)

@@ -66,3 +66,71 @@ def test_truncation_forgets_removed_batches(tmp_path):
     # The batch at sequence 2 is gone, so sending it again appends it (not a duplicate).
     info = log.append(idempotent(7, 0, 2))
     assert not info.duplicate and info.first_offset == 2
+
+
+def snapshots(path):
+    return sorted(p.name for p in path.glob("*.snapshot"))
+
+
+def test_retry_after_a_clean_restart_is_still_a_duplicate(tmp_path):
+    log = open_log(tmp_path / "p")
+    log.append(idempotent(7, 1, 0))
+    log.append(idempotent(7, 1, 2))
+    log.close()
+    assert snapshots(tmp_path / "p") == ["00000000000000000004.snapshot"]
+    log = open_log(tmp_path / "p")
+    retry = log.append(idempotent(7, 1, 2))
+    assert retry.duplicate and retry.first_offset == 2
+    with pytest.raises(OutOfOrderSequence):
+        log.append(idempotent(7, 1, 9))
+    with pytest.raises(ProducerFenced):
+        log.append(idempotent(7, 0, 4))
+    assert log.append(idempotent(7, 1, 4)).first_offset == 4
+
+
+def test_crash_replays_the_batches_after_the_newest_snapshot(tmp_path):
+    log = open_log(tmp_path / "p")
+    log.append(idempotent(7, 0, 0))
+    log.roll()  # a snapshot at offset 2
+    log.append(idempotent(7, 0, 2))
+    log.append(idempotent(8, 0, 0))
+    log.flush()
+    assert snapshots(tmp_path / "p") == ["00000000000000000002.snapshot"]
+    # No close: a crash. The snapshot knows producer 7 up to sequence 1; the replay of the
+    # active segment adds its batch at sequence 2 and producer 8.
+    log = open_log(tmp_path / "p")
+    assert log.append(idempotent(7, 0, 2)).duplicate
+    assert log.append(idempotent(8, 0, 0)).duplicate
+    assert log.append(idempotent(7, 0, 0)).duplicate  # remembered from the snapshot
+    assert log.log_end_offset == 6
+
+
+def test_unreadable_snapshot_falls_back_to_replaying_the_active_segment(tmp_path):
+    log = open_log(tmp_path / "p")
+    log.append(idempotent(7, 0, 0))
+    log.close()
+    (tmp_path / "p" / "00000000000000000002.snapshot").write_bytes(b"\x00torn")
+    log = open_log(tmp_path / "p")
+    assert log.append(idempotent(7, 0, 0)).duplicate
+    assert snapshots(tmp_path / "p") == []  # the torn one is gone
+
+
+def test_snapshots_past_a_truncation_point_are_dropped(tmp_path):
+    log = open_log(tmp_path / "p")
+    log.append(idempotent(7, 0, 0))
+    log.roll()  # snapshot at 2
+    log.append(idempotent(7, 0, 2))
+    log.roll()  # snapshot at 4
+    log.append(idempotent(7, 0, 4))
+    log.roll()  # snapshot at 6; only the newest two are kept
+    assert snapshots(tmp_path / "p") == [
+        "00000000000000000004.snapshot",
+        "00000000000000000006.snapshot",
+    ]
+    log.truncate_to(3)
+    assert snapshots(tmp_path / "p") == []
+    log.close()
+    log = open_log(tmp_path / "p")
+    # The batch at sequence 2 was cut, so it is appended again, not a duplicate.
+    info = log.append(idempotent(7, 0, 2))
+    assert not info.duplicate and info.first_offset == 2
