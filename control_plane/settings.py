@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "control_plane.core",
     "control_plane.tenancy",
     "control_plane.catalog",
+    "control_plane.groups",
     "control_plane.access",
     "control_plane.audit",
     "control_plane.api",
@@ -245,6 +246,18 @@ MILLRACE_BROKER_ADVERTISED_HOST = envstr("MILLRACE_BROKER_ADVERTISED_HOST")
 # Unauthenticated clients act as the `default` tenant: development only, never production.
 MILLRACE_BROKER_ALLOW_ANONYMOUS = envbool("MILLRACE_BROKER_ALLOW_ANONYMOUS", False)
 MILLRACE_AUDIT_RETENTION_DAYS = envint("MILLRACE_AUDIT_RETENTION_DAYS", 365, minimum=1)
+# Consumer groups, with Kafka's names and defaults (group.*, offsets.retention.minutes).
+MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS = envint(
+    "MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS", 6_000, minimum=1
+)
+MILLRACE_GROUP_MAX_SESSION_TIMEOUT_MS = envint(
+    "MILLRACE_GROUP_MAX_SESSION_TIMEOUT_MS", 1_800_000, minimum=1
+)
+MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS = envint(
+    "MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS", 3_000, minimum=0
+)
+MILLRACE_GROUP_MAX_SIZE = envint("MILLRACE_GROUP_MAX_SIZE", 1_000, minimum=1)
+MILLRACE_OFFSETS_RETENTION_MINUTES = envint("MILLRACE_OFFSETS_RETENTION_MINUTES", 10_080, minimum=1)
 
 # --- REST API -----------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -26,8 +26,16 @@ from control_plane.access.models import Acl, ApiKey
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Broker, BrokerState, Partition, ProducerIdBlock, Topic
 from control_plane.core.actor import Actor
-from control_plane.core.errors import AlreadyExists, InvalidInput, LimitExceeded, ServiceError
+from control_plane.core.errors import (
+    AlreadyExists,
+    Conflict,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    ServiceError,
+)
 from control_plane.core.notify import CHANNEL
+from control_plane.groups import services as group_services
 from control_plane.tenancy.models import Tenant
 from data_plane.broker.model import (
     BrokerInfo,
@@ -38,6 +46,7 @@ from data_plane.broker.model import (
     TopicInfo,
 )
 from data_plane.broker.ports import AdminError, ScramCredentials
+from data_plane.groups.model import GroupRecord, OffsetRecord
 from data_plane.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
@@ -326,6 +335,46 @@ class DjangoMetadataStore:
             ),
             validate_only,
         )
+
+    # --- consumer groups ------------------------------------------------------------------
+
+    def load_group(self, tenant_id: int, group_id: str) -> GroupRecord | None:
+        close_old_connections()
+        return group_services.load_group(tenant_id, group_id)
+
+    def save_group(self, record: GroupRecord) -> None:
+        close_old_connections()
+        group_services.store_group(record)
+
+    def commit_offsets(self, tenant_id: int, group_id: str, offsets: list[OffsetRecord]) -> None:
+        close_old_connections()
+        group_services.store_offsets(tenant_id, group_id, offsets)
+
+    def fetch_offsets(self, tenant_id: int, group_id: str) -> list[OffsetRecord]:
+        close_old_connections()
+        return group_services.load_offsets(tenant_id, group_id)
+
+    def delete_offsets(
+        self, tenant_id: int, group_id: str, partitions: list[tuple[str, int]]
+    ) -> None:
+        close_old_connections()
+        group_services.remove_offsets(tenant_id, group_id, partitions)
+
+    def list_groups(self, tenant_id: int) -> list[GroupRecord]:
+        close_old_connections()
+        return group_services.list_group_records(tenant_id)
+
+    def delete_group(self, principal: Principal, group_id: str) -> bool:
+        """True if deleted; False if no such group; AdminError if it has members."""
+        close_old_connections()
+        tenant = Tenant.objects.get(pk=principal.tenant_id)
+        try:
+            group_services.delete_group(self._actor(principal), tenant, group_id)
+        except NotFound:
+            return False
+        except Conflict as exc:
+            raise AdminError(ErrorCode.NON_EMPTY_GROUP, exc.message) from None
+        return True
 
     def create_acl(self, principal: Principal, binding: Any) -> None:
         tenant = Tenant.objects.get(pk=principal.tenant_id)

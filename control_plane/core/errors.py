@@ -43,3 +43,15 @@ class LimitExceeded(ServiceError):
 class NotPermitted(ServiceError):
     status = 403
     code = "permission_denied"
+
+
+class Conflict(ServiceError):
+    """The request is valid but the resource's current state forbids it."""
+
+    status = 409
+    code = "conflict"
+
+
+class NotFound(ServiceError):
+    status = 404
+    code = "not_found"

@@ -45,6 +45,7 @@ class Context:
     principal: Principal
     host: str
     version: int
+    client_id: str = ""
 
     def may(self, op: Operation, rtype: ResourceType, name: str) -> bool:
         return (

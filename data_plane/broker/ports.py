@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from data_plane.broker.model import MetadataSnapshot, Principal
+from data_plane.groups.model import GroupRecord, OffsetRecord
 
 
 @dataclass(frozen=True)
@@ -94,3 +95,25 @@ class MetadataStore(Protocol):
     def create_acl(self, principal: Principal, binding: Any) -> None: ...
 
     def delete_acls(self, principal: Principal, matcher: Callable[[Any], bool]) -> list[Any]: ...
+
+    # Consumer groups (the coordinator's GroupStore) -------------------------------------
+
+    def load_group(self, tenant_id: int, group_id: str) -> GroupRecord | None: ...
+
+    def save_group(self, record: GroupRecord) -> None: ...
+
+    def commit_offsets(
+        self, tenant_id: int, group_id: str, offsets: list[OffsetRecord]
+    ) -> None: ...
+
+    def fetch_offsets(self, tenant_id: int, group_id: str) -> list[OffsetRecord]: ...
+
+    def delete_offsets(
+        self, tenant_id: int, group_id: str, partitions: list[tuple[str, int]]
+    ) -> None: ...
+
+    def list_groups(self, tenant_id: int) -> list[GroupRecord]: ...
+
+    def delete_group(self, principal: Principal, group_id: str) -> bool:
+        """Delete an empty group (audited); False if none; AdminError if it has members."""
+        ...

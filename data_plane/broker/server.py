@@ -23,16 +23,18 @@ import logging
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from data_plane.broker import handlers
-from data_plane.broker.model import MetadataSnapshot, Principal, TopicInfo
+from data_plane.broker import group_handlers, handlers
+from data_plane.broker.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
 from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
 from data_plane.broker.sasl import MECHANISMS, SaslFailed, SaslSession
+from data_plane.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from data_plane.log.config import LogConfig
 from data_plane.log.manager import LogManager, TopicPartition
 from data_plane.log.partition import PartitionLog
@@ -74,6 +76,7 @@ class BrokerConfig:
     revocation_check_seconds: float = 1.0
     maintenance_seconds: float = 30.0
     extra_log_settings: dict[str, Any] = field(default_factory=dict)
+    groups: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
 
 class Broker:
@@ -95,6 +98,7 @@ class Broker:
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the claimed block
         self._producer_lock = asyncio.Lock()
         self.port = config.port
+        self.groups = GroupCoordinator(store, self.call_store, config.groups)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -151,6 +155,8 @@ class Broker:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
+        self.groups.close()
+        await self.groups.flush()
         await asyncio.to_thread(self.logs.close_all)
         with contextlib.suppress(Exception):
             await self.call_store(self.store.deregister_broker, self.config.broker_id)
@@ -162,6 +168,18 @@ class Broker:
 
     def advertised_port_or_bound(self) -> int:
         return self.config.advertised_port or self.port
+
+    def coordinator_for(self, tenant_id: int, group_id: str) -> BrokerInfo | None:
+        """The broker that coordinates a group: a stable hash over the live brokers.
+
+        Every broker computes the same answer from the same snapshot; when brokers come or
+        go the group moves, and its new coordinator rebuilds it from the store.
+        """
+        brokers = sorted(self.snapshot.brokers.values(), key=lambda b: b.id)
+        if not brokers:
+            return None
+        index = zlib.crc32(f"{tenant_id}/{group_id}".encode()) % len(brokers)
+        return brokers[index]
 
     def broker_metadata(self) -> dict[str, Any]:
         return {
@@ -406,7 +424,13 @@ class Connection:
             return ok
         else:
             assert self.principal is not None
-            ctx = handlers.Context(self.broker, self.principal, self.host, request.version)
+            ctx = handlers.Context(
+                self.broker,
+                self.principal,
+                self.host,
+                request.version,
+                request.header.client_id or "",
+            )
             handler = HANDLERS[key]
             try:
                 body = await handler(ctx, request.body)
@@ -499,6 +523,17 @@ class Connection:
 
 
 HANDLERS: dict[int, Callable[..., Any]] = {
+    8: group_handlers.handle_offset_commit,
+    9: group_handlers.handle_offset_fetch,
+    10: group_handlers.handle_find_coordinator,
+    11: group_handlers.handle_join_group,
+    12: group_handlers.handle_heartbeat,
+    13: group_handlers.handle_leave_group,
+    14: group_handlers.handle_sync_group,
+    15: group_handlers.handle_describe_groups,
+    16: group_handlers.handle_list_groups,
+    42: group_handlers.handle_delete_groups,
+    47: group_handlers.handle_offset_delete,
     0: handlers.handle_produce,
     1: handlers.handle_fetch,
     2: handlers.handle_list_offsets,

@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from control_plane.core.broker_store import DjangoMetadataStore
 from data_plane.broker.server import Broker, BrokerConfig
+from data_plane.groups.coordinator import CoordinatorConfig
 
 
 class Command(BaseCommand):
@@ -52,6 +53,12 @@ class Command(BaseCommand):
             rack=options["rack"],
             data_dir=data_dir,
             allow_anonymous=options["allow_anonymous"],
+            groups=CoordinatorConfig(
+                min_session_timeout_ms=settings.MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS,
+                max_session_timeout_ms=settings.MILLRACE_GROUP_MAX_SESSION_TIMEOUT_MS,
+                initial_rebalance_delay_ms=settings.MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS,
+                max_group_size=settings.MILLRACE_GROUP_MAX_SIZE,
+            ),
         )
         store = DjangoMetadataStore(allow_anonymous=options["allow_anonymous"])
         asyncio.run(self._serve(Broker(config, store)))

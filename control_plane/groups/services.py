@@ -1,0 +1,259 @@
+"""Use cases for consumer groups: what the coordinator stores, and what tenants may change.
+
+The broker's coordinator calls the ``store_*`` / ``load_*`` functions through its metadata
+port (``control_plane.core.broker_store``); people and the REST API call ``delete_group``
+and ``reset_offsets``, which refuse to touch a group that has members, as Kafka's tools do.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+
+from control_plane.audit.services import record_event
+from control_plane.catalog.models import Topic
+from control_plane.core.actor import Actor
+from control_plane.core.errors import Conflict, InvalidInput, NotFound
+from control_plane.groups.models import CommittedOffset, ConsumerGroup
+from control_plane.tenancy.models import Tenant
+from data_plane.groups.model import GroupRecord, MemberRecord, OffsetRecord
+from data_plane.groups.model import GroupState as WireState
+
+
+def _ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)
+
+
+def _dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+# --- the coordinator's persistence ---------------------------------------------------------
+
+
+def group_record(group: ConsumerGroup) -> GroupRecord:
+    return GroupRecord(
+        tenant_id=group.tenant_id,
+        group_id=group.group_id,
+        state=WireState(group.state),
+        generation=group.generation,
+        protocol_type=group.protocol_type or None,
+        protocol_name=group.protocol or None,
+        leader=group.leader or None,
+        members=tuple(
+            MemberRecord(
+                member_id=m["member_id"],
+                instance_id=m.get("instance_id"),
+                client_id=m.get("client_id", ""),
+                host=m.get("host", ""),
+                session_timeout_ms=int(m.get("session_timeout_ms", 10_000)),
+                rebalance_timeout_ms=int(m.get("rebalance_timeout_ms", 10_000)),
+                metadata=base64.b64decode(m.get("metadata", "")),
+                assignment=base64.b64decode(m.get("assignment", "")),
+            )
+            for m in group.members
+        ),
+        state_since_ms=_ms(group.state_changed_at),
+    )
+
+
+def load_group(tenant_id: int, group_id: str) -> GroupRecord | None:
+    group = ConsumerGroup.objects.filter(tenant_id=tenant_id, group_id=group_id).first()
+    return None if group is None else group_record(group)
+
+
+def store_group(record: GroupRecord) -> None:
+    members = [
+        {
+            "member_id": m.member_id,
+            "instance_id": m.instance_id,
+            "client_id": m.client_id,
+            "host": m.host,
+            "session_timeout_ms": m.session_timeout_ms,
+            "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "metadata": _b64(m.metadata),
+            "assignment": _b64(m.assignment),
+        }
+        for m in record.members
+    ]
+    ConsumerGroup.objects.update_or_create(
+        tenant_id=record.tenant_id,
+        group_id=record.group_id,
+        defaults={
+            "state": str(record.state),
+            "generation": record.generation,
+            "protocol_type": record.protocol_type or "",
+            "protocol": record.protocol_name or "",
+            "leader": record.leader or "",
+            "members": members,
+            "state_changed_at": _dt(record.state_since_ms),
+        },
+    )
+
+
+def list_group_records(tenant_id: int) -> list[GroupRecord]:
+    return [group_record(g) for g in ConsumerGroup.objects.filter(tenant_id=tenant_id)]
+
+
+def _topics_by_name(tenant_id: int, names: set[str]) -> dict[str, Topic]:
+    return {t.name: t for t in Topic.objects.filter(tenant_id=tenant_id, name__in=names)}
+
+
+@transaction.atomic
+def store_offsets(tenant_id: int, group_id: str, offsets: list[OffsetRecord]) -> None:
+    """One OffsetCommit request: every offset in one transaction (the group row too)."""
+    group, _ = ConsumerGroup.objects.get_or_create(tenant_id=tenant_id, group_id=group_id)
+    topics = _topics_by_name(tenant_id, {o.topic for o in offsets})
+    rows = [
+        CommittedOffset(
+            group=group,
+            topic=topics[o.topic],
+            partition=o.partition,
+            offset=o.offset,
+            leader_epoch=o.leader_epoch,
+            metadata=o.metadata,
+            committed_at=_dt(o.commit_ms) if o.commit_ms else datetime.now(tz=UTC),
+        )
+        for o in offsets
+        if o.topic in topics  # a topic deleted meanwhile: nothing to keep
+    ]
+    CommittedOffset.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["group", "topic", "partition"],
+        update_fields=["offset", "leader_epoch", "metadata", "committed_at"],
+    )
+
+
+def load_offsets(tenant_id: int, group_id: str) -> list[OffsetRecord]:
+    rows = CommittedOffset.objects.filter(
+        group__tenant_id=tenant_id, group__group_id=group_id
+    ).select_related("topic")
+    return [
+        OffsetRecord(
+            r.topic.name, r.partition, r.offset, r.leader_epoch, r.metadata, _ms(r.committed_at)
+        )
+        for r in rows
+    ]
+
+
+@transaction.atomic
+def remove_offsets(tenant_id: int, group_id: str, partitions: list[tuple[str, int]]) -> None:
+    topics = _topics_by_name(tenant_id, {t for t, _ in partitions})
+    for name, index in partitions:
+        if name in topics:
+            CommittedOffset.objects.filter(
+                group__tenant_id=tenant_id,
+                group__group_id=group_id,
+                topic=topics[name],
+                partition=index,
+            ).delete()
+
+
+# --- what people do ------------------------------------------------------------------------
+
+
+def _locked_group(tenant: Tenant, group_id: str) -> ConsumerGroup:
+    group = (
+        ConsumerGroup.objects.select_for_update().filter(tenant=tenant, group_id=group_id).first()
+    )
+    if group is None:
+        raise NotFound(f"consumer group {group_id!r} does not exist", field="group_id")
+    return group
+
+
+def _refuse_active(group: ConsumerGroup, what: str) -> None:
+    if group.is_active:
+        raise Conflict(
+            f"cannot {what} consumer group {group.group_id!r} while it has members "
+            f"(state {group.state}, {len(group.members)} members); stop its consumers first",
+            field="group_id",
+        )
+
+
+@transaction.atomic
+def delete_group(actor: Actor, tenant: Tenant, group_id: str) -> None:
+    """Delete an empty group with its committed offsets (Kafka's DeleteGroups)."""
+    group = _locked_group(tenant, group_id)
+    _refuse_active(group, "delete")
+    record_event(
+        actor,
+        tenant=tenant,
+        action="group.delete",
+        object_type="consumer_group",
+        object_id=group.pk,
+        object_repr=group_id,
+        before={"group_id": group_id, "state": group.state, "generation": group.generation},
+    )
+    group.delete()
+
+
+RESET_TO = ("earliest", "latest", "timestamp", "offset")
+
+
+def reset_offsets(
+    actor: Actor,
+    tenant: Tenant,
+    group_id: str,
+    new_offsets: dict[tuple[str, int], int],
+) -> list[dict[str, Any]]:
+    """Set committed offsets of an inactive group; ``new_offsets`` are already resolved.
+
+    The caller turns earliest / latest / timestamp into offsets (it needs the brokers);
+    here they are written in one transaction, with the group locked so a consumer joining
+    meanwhile either sees all of them or finds the group busy.
+    """
+    with transaction.atomic():
+        group = _locked_group(tenant, group_id)
+        _refuse_active(group, "reset offsets of")
+        topics = _topics_by_name(tenant.pk, {t for t, _ in new_offsets})
+        for (name, partition), offset in new_offsets.items():
+            topic = topics.get(name)
+            if topic is None:
+                raise InvalidInput(f"topic {name!r} does not exist", field="topic")
+            if not 0 <= partition < topic.partition_count:
+                raise InvalidInput(
+                    f"topic {name!r} has no partition {partition}", field="partition"
+                )
+            if offset < 0:
+                raise InvalidInput("offsets must not be negative", field="offset")
+        before = {
+            f"{o.topic.name}-{o.partition}": o.offset for o in group.offsets.select_related("topic")
+        }
+        now = datetime.now(tz=UTC)
+        CommittedOffset.objects.bulk_create(
+            [
+                CommittedOffset(
+                    group=group,
+                    topic=topics[name],
+                    partition=partition,
+                    offset=offset,
+                    leader_epoch=-1,
+                    metadata="",
+                    committed_at=now,
+                )
+                for (name, partition), offset in new_offsets.items()
+            ],
+            update_conflicts=True,
+            unique_fields=["group", "topic", "partition"],
+            update_fields=["offset", "leader_epoch", "metadata", "committed_at"],
+        )
+        after = {f"{n}-{p}": o for (n, p), o in new_offsets.items()}
+        record_event(
+            actor,
+            tenant=tenant,
+            action="group.reset_offsets",
+            object_type="consumer_group",
+            object_id=group.pk,
+            object_repr=group_id,
+            before=before,
+            after=after,
+        )
+    return [{"topic": n, "partition": p, "offset": o} for (n, p), o in sorted(new_offsets.items())]

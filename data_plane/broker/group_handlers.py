@@ -1,0 +1,449 @@
+"""Kafka's consumer-group APIs: authorization and shapes around the group coordinator.
+
+Group ids are resolved inside the principal's tenant (another tenant's group of the same
+name is simply a different group). Kafka's ACL rules: Describe on the group to find its
+coordinator, describe it or fetch its offsets; Read on the group to join, sync, heartbeat,
+leave and commit (and Read on each committed topic); Delete to delete a group or its
+offsets; ListGroups shows the groups the principal may Describe.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from data_plane.acl import Operation, ResourceType
+from data_plane.broker.handlers import Context
+from data_plane.broker.ports import AdminError
+from data_plane.groups.consumer_protocol import ConsumerProtocolError, decode_subscription
+from data_plane.groups.coordinator import GroupError
+from data_plane.groups.model import GroupState, OffsetRecord
+from data_plane.protocol.errors import ErrorCode
+
+E = ErrorCode
+G = ResourceType.GROUP
+T = ResourceType.TOPIC
+
+COORDINATOR_KEY_GROUP = 0
+
+
+def _coordinator_error(ctx: Context, group_id: str) -> ErrorCode | None:
+    """NOT_COORDINATOR when another broker owns the group (clients then re-discover)."""
+    owner = ctx.broker.coordinator_for(ctx.principal.tenant_id, group_id)
+    if owner is None:
+        return E.COORDINATOR_NOT_AVAILABLE
+    if owner.id != ctx.broker.config.broker_id:
+        return E.NOT_COORDINATOR
+    return None
+
+
+# --- FindCoordinator ----------------------------------------------------------------------
+
+
+async def handle_find_coordinator(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    key_type = req.get("key_type", COORDINATOR_KEY_GROUP)
+    keys = req["coordinator_keys"] if ctx.version >= 4 else [req.get("key") or ""]
+    found = [_find(ctx, key, key_type) for key in keys]
+    if ctx.version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": found}
+    one = found[0]
+    return {
+        "throttle_time_ms": 0,
+        "error_code": one["error_code"],
+        "error_message": one["error_message"],
+        "node_id": one["node_id"],
+        "host": one["host"],
+        "port": one["port"],
+    }
+
+
+def _find(ctx: Context, key: str, key_type: int) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "key": key,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+        "error_code": E.NONE,
+        "error_message": None,
+    }
+    if key_type != COORDINATOR_KEY_GROUP:
+        out["error_code"] = E.COORDINATOR_NOT_AVAILABLE
+        out["error_message"] = "transactions are not supported"
+        return out
+    if not ctx.may(Operation.DESCRIBE, G, key):
+        out["error_code"] = E.GROUP_AUTHORIZATION_FAILED
+        return out
+    owner = ctx.broker.coordinator_for(ctx.principal.tenant_id, key)
+    if owner is None:
+        out["error_code"] = E.COORDINATOR_NOT_AVAILABLE
+        return out
+    if owner.id == ctx.broker.config.broker_id:
+        meta = ctx.broker.broker_metadata()
+        out.update(node_id=meta["node_id"], host=meta["host"], port=meta["port"])
+    else:
+        out.update(node_id=owner.id, host=owner.host, port=owner.port)
+    return out
+
+
+# --- JoinGroup / SyncGroup / Heartbeat / LeaveGroup ---------------------------------------
+
+
+def _group_check(ctx: Context, group_id: str, op: Operation = Operation.READ) -> ErrorCode | None:
+    if not ctx.may(op, G, group_id):
+        return E.GROUP_AUTHORIZATION_FAILED
+    return _coordinator_error(ctx, group_id)
+
+
+async def handle_join_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None if ctx.version >= 7 else "",
+        "leader": "",
+        "skip_assignment": False,
+        "member_id": req["member_id"],
+        "members": [],
+    }
+    group_id = req["group_id"]
+    error = _group_check(ctx, group_id)
+    if error is not None:
+        return base | {"error_code": error}
+    try:
+        answer = await ctx.broker.groups.join(
+            ctx.principal.tenant_id,
+            group_id,
+            member_id=req["member_id"],
+            instance_id=req.get("group_instance_id"),
+            client_id=ctx.client_id,
+            host=ctx.host,
+            session_timeout_ms=req["session_timeout_ms"],
+            rebalance_timeout_ms=req.get("rebalance_timeout_ms", -1),
+            protocol_type=req["protocol_type"],
+            protocols=[(p["name"], bytes(p["metadata"])) for p in req["protocols"]],
+            # KIP-394: v4+ clients expect MEMBER_ID_REQUIRED on their first join.
+            require_known_member_id=ctx.version >= 4,
+        )
+    except GroupError as exc:
+        return base | {"error_code": exc.code}
+    out = base | answer
+    if ctx.version < 7 and out["protocol_name"] is None:
+        out["protocol_name"] = ""
+    return out
+
+
+async def handle_sync_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "protocol_type": None,
+        "protocol_name": None,
+        "assignment": b"",
+    }
+    error = _group_check(ctx, req["group_id"])
+    if error is not None:
+        return base | {"error_code": error}
+    try:
+        assignment, ptype, pname = await ctx.broker.groups.sync(
+            ctx.principal.tenant_id,
+            req["group_id"],
+            member_id=req["member_id"],
+            instance_id=req.get("group_instance_id"),
+            generation=req["generation_id"],
+            protocol_type=req.get("protocol_type"),
+            protocol_name=req.get("protocol_name"),
+            assignments=[(a["member_id"], bytes(a["assignment"])) for a in req["assignments"]],
+        )
+    except GroupError as exc:
+        return base | {"error_code": exc.code}
+    return base | {"assignment": assignment, "protocol_type": ptype, "protocol_name": pname}
+
+
+async def handle_heartbeat(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    error = _group_check(ctx, req["group_id"])
+    if error is None:
+        try:
+            await ctx.broker.groups.heartbeat(
+                ctx.principal.tenant_id,
+                req["group_id"],
+                member_id=req["member_id"],
+                instance_id=req.get("group_instance_id"),
+                generation=req["generation_id"],
+            )
+        except GroupError as exc:
+            error = exc.code
+    return {"throttle_time_ms": 0, "error_code": error or E.NONE}
+
+
+async def handle_leave_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    if ctx.version >= 3:
+        leaving = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
+    else:
+        leaving = [(req["member_id"], None)]
+    error = _group_check(ctx, req["group_id"])
+    if error is not None:
+        return {"throttle_time_ms": 0, "error_code": error, "members": []}
+    codes = await ctx.broker.groups.leave(ctx.principal.tenant_id, req["group_id"], leaving)
+    members = [
+        {"member_id": mid, "group_instance_id": iid, "error_code": code}
+        for (mid, iid), code in zip(leaving, codes, strict=True)
+    ]
+    top = E.NONE
+    if ctx.version < 3 and codes:
+        top = codes[0]
+    return {"throttle_time_ms": 0, "error_code": top, "members": members}
+
+
+# --- OffsetCommit / OffsetFetch / OffsetDelete --------------------------------------------
+
+
+def _partition_error(ctx: Context, name: str, index: int, op: Operation) -> ErrorCode | None:
+    topic = ctx.topic(name)
+    if topic is None or not 0 <= index < topic.partition_count:
+        return E.UNKNOWN_TOPIC_OR_PARTITION
+    if not ctx.may(op, T, name):
+        return E.TOPIC_AUTHORIZATION_FAILED
+    return None
+
+
+async def handle_offset_commit(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    group_id = req["group_id"]
+    limit = ctx.broker.groups.config.offset_metadata_max_bytes
+    results: dict[tuple[str, int], ErrorCode] = {}
+    offsets: list[OffsetRecord] = []
+    now = int(time.time() * 1000)
+    group_error = _group_check(ctx, group_id)
+    for t in req["topics"]:
+        for p in t["partitions"]:
+            key = (t["name"], p["partition_index"])
+            error = group_error or _partition_error(ctx, key[0], key[1], Operation.READ)
+            metadata = p.get("committed_metadata")
+            if error is None and metadata is not None and len(metadata.encode()) > limit:
+                error = E.OFFSET_METADATA_TOO_LARGE
+            if error is None:
+                offsets.append(
+                    OffsetRecord(
+                        key[0],
+                        key[1],
+                        p["committed_offset"],
+                        p.get("committed_leader_epoch", -1),
+                        metadata,
+                        now,
+                    )
+                )
+            results[key] = error or E.NONE
+    if group_error is None:
+        try:
+            await ctx.broker.groups.commit(
+                ctx.principal.tenant_id,
+                group_id,
+                member_id=req.get("member_id", ""),
+                instance_id=req.get("group_instance_id"),
+                generation=req.get("generation_id_or_member_epoch", -1),
+                offsets=offsets,
+            )
+        except GroupError as exc:
+            results = {k: exc.code for k in results}
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (name, index), code in results.items():
+        topics.setdefault(name, []).append({"partition_index": index, "error_code": code})
+    return {
+        "throttle_time_ms": 0,
+        "topics": [{"name": n, "partitions": parts} for n, parts in topics.items()],
+    }
+
+
+async def _fetch_group(
+    ctx: Context, group_id: str, requested: list[dict[str, Any]] | None
+) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    error = _group_check(ctx, group_id, Operation.DESCRIBE)
+    if error is not None:
+        return error, []
+    stored = {
+        (o.topic, o.partition): o
+        for o in await ctx.broker.groups.fetch_offsets(ctx.principal.tenant_id, group_id)
+    }
+    wanted: list[tuple[str, list[int]]]
+    if requested is None:  # every committed partition the principal may describe
+        by_topic: dict[str, list[int]] = {}
+        for name, index in sorted(stored):
+            if ctx.may(Operation.DESCRIBE, T, name):
+                by_topic.setdefault(name, []).append(index)
+        wanted = list(by_topic.items())
+    else:
+        wanted = [(t["name"], list(t["partition_indexes"])) for t in requested]
+    topics = []
+    for name, indexes in wanted:
+        parts = []
+        allowed = ctx.may(Operation.DESCRIBE, T, name)
+        for index in indexes:
+            o = stored.get((name, index)) if allowed else None
+            parts.append(
+                {
+                    "partition_index": index,
+                    "committed_offset": o.offset if o else -1,
+                    "committed_leader_epoch": o.leader_epoch if o else -1,
+                    "metadata": (o.metadata if o else "") or "",
+                    "error_code": E.NONE if allowed else E.TOPIC_AUTHORIZATION_FAILED,
+                }
+            )
+        topics.append({"name": name, "partitions": parts})
+    return E.NONE, topics
+
+
+async def handle_offset_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    if ctx.version >= 8:
+        groups = []
+        for g in req["groups"]:
+            error, topics = await _fetch_group(ctx, g["group_id"], g.get("topics"))
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
+        return {"throttle_time_ms": 0, "groups": groups}
+    error, topics = await _fetch_group(ctx, req["group_id"], req.get("topics"))
+    if ctx.version < 2 and error != E.NONE:
+        # v0-1 have no top-level error: it goes on every requested partition.
+        topics = [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": i,
+                        "committed_offset": -1,
+                        "metadata": "",
+                        "error_code": error,
+                    }
+                    for i in t["partition_indexes"]
+                ],
+            }
+            for t in req.get("topics") or []
+        ]
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
+
+
+async def handle_offset_delete(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    group_id = req["group_id"]
+    error = _group_check(ctx, group_id, Operation.DELETE)
+    if error is not None:
+        return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+    group = await ctx.broker.groups.describe(ctx.principal.tenant_id, group_id)
+    stored = await ctx.broker.groups.fetch_offsets(ctx.principal.tenant_id, group_id)
+    if group is None and not stored:
+        return {"error_code": E.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
+    subscribed: set[str] = set()
+    if group is not None and group.protocol_type == "consumer":
+        for m in group.members.values():
+            try:
+                subscribed.update(decode_subscription(m.metadata(group.protocol_name)).topics)
+            except ConsumerProtocolError:
+                continue
+    doomed: list[tuple[str, int]] = []
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            index = p["partition_index"]
+            code = _partition_error(ctx, t["name"], index, Operation.READ)
+            if code is None and t["name"] in subscribed:
+                code = E.GROUP_SUBSCRIBED_TO_TOPIC
+            if code is None:
+                doomed.append((t["name"], index))
+            parts.append({"partition_index": index, "error_code": code or E.NONE})
+        topics.append({"name": t["name"], "partitions": parts})
+    if doomed:
+        await ctx.broker.groups.delete_offsets(ctx.principal.tenant_id, group_id, doomed)
+    return {"error_code": E.NONE, "throttle_time_ms": 0, "topics": topics}
+
+
+# --- DescribeGroups / ListGroups / DeleteGroups -------------------------------------------
+
+
+async def handle_describe_groups(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    out = []
+    for group_id in req["groups"]:
+        entry: dict[str, Any] = {
+            "error_code": E.NONE,
+            "group_id": group_id,
+            "group_state": str(GroupState.DEAD),
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+        }
+        out.append(entry)
+        error = _group_check(ctx, group_id, Operation.DESCRIBE)
+        if error is not None:
+            entry["error_code"] = error
+            continue
+        group = await ctx.broker.groups.describe(ctx.principal.tenant_id, group_id)
+        if group is None:
+            continue  # Kafka describes an unknown group as Dead with no members
+        stable = group.state == GroupState.STABLE
+        entry.update(
+            group_state=str(group.state),
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=[
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.host,
+                    "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                    "member_assignment": m.assignment if stable else b"",
+                }
+                for m in group.members.values()
+            ],
+        )
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+async def handle_list_groups(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    states = {s.lower() for s in req.get("states_filter") or []}
+    types = {t.lower() for t in req.get("types_filter") or []}
+    groups = []
+    for group_id, protocol_type, state in await ctx.broker.groups.list_groups(
+        ctx.principal.tenant_id
+    ):
+        if not ctx.may(Operation.DESCRIBE, G, group_id):
+            continue
+        if states and state.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        groups.append(
+            {
+                "group_id": group_id,
+                "protocol_type": protocol_type,
+                "group_state": state,
+                "group_type": "classic",
+            }
+        )
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "groups": groups}
+
+
+async def handle_delete_groups(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    results = []
+    for group_id in req["groups_names"]:
+        error = _group_check(ctx, group_id, Operation.DELETE)
+        if error is None:
+            error = await _delete_group(ctx, group_id)
+        results.append({"group_id": group_id, "error_code": error})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def _delete_group(ctx: Context, group_id: str) -> ErrorCode:
+    groups = ctx.broker.groups
+    try:
+        group = await groups.begin_delete(ctx.principal.tenant_id, group_id)
+    except GroupError as exc:
+        return exc.code
+    deleted = False
+    try:
+        deleted = await ctx.broker.call_store(
+            ctx.broker.store.delete_group, ctx.principal, group_id
+        )
+    except AdminError as exc:
+        return ErrorCode(exc.error_code)
+    finally:
+        if group is not None:
+            groups.finish_delete(group, deleted)
+    return E.NONE if deleted else E.GROUP_ID_NOT_FOUND

@@ -1,0 +1,60 @@
+"""DescribeGroups (key 15): state, protocol and members of groups. Versions 0-5."""
+
+from __future__ import annotations
+
+from data_plane.protocol.schema import Array, Field, Struct, message
+from data_plane.protocol.types import BOOL, BYTES, INT16, INT32, STRING
+
+KEY = 15
+VALID = (0, 5)
+FLEXIBLE = (5, None)
+
+REQUEST = message(
+    KEY,
+    "DescribeGroups",
+    "request",
+    VALID,
+    FLEXIBLE,
+    Field("groups", Array(STRING)),
+    Field("include_authorized_operations", BOOL, versions=(3, None)),
+)
+
+RESPONSE = message(
+    KEY,
+    "DescribeGroups",
+    "response",
+    VALID,
+    FLEXIBLE,
+    Field("throttle_time_ms", INT32, versions=(1, None)),
+    Field(
+        "groups",
+        Array(
+            Struct(
+                Field("error_code", INT16),
+                Field("group_id", STRING),
+                Field("group_state", STRING),
+                Field("protocol_type", STRING),
+                Field("protocol_data", STRING),
+                Field(
+                    "members",
+                    Array(
+                        Struct(
+                            Field("member_id", STRING),
+                            Field(
+                                "group_instance_id",
+                                STRING,
+                                versions=(4, None),
+                                nullable=(4, None),
+                            ),
+                            Field("client_id", STRING),
+                            Field("client_host", STRING),
+                            Field("member_metadata", BYTES),
+                            Field("member_assignment", BYTES),
+                        )
+                    ),
+                ),
+                Field("authorized_operations", INT32, versions=(3, None), default=-2147483648),
+            )
+        ),
+    ),
+)
