@@ -22,4 +22,8 @@ app.conf.beat_schedule = {
         "task": "millrace.audit.prune_audit_events",
         "schedule": 3600.0,
     },
+    "expire-group-offsets": {
+        "task": "millrace.groups.expire_offsets",
+        "schedule": 600.0,
+    },
 }

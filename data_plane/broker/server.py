@@ -374,7 +374,9 @@ class Connection:
             while not self._closing:
                 frame = self.frames.next_frame()
                 if frame is None:
-                    data = await self.reader.read(65536)
+                    # Large frames (producer batches) arrive in as few reads as the
+                    # transport allows; the cap was checked when the size arrived.
+                    data = await self.reader.read(max(65536, self.frames.missing))
                     if not data:
                         break
                     self.frames.feed(data)

@@ -45,7 +45,8 @@ class FrameReader:
             raise FrameTooLarge(size, self.max_frame_bytes)
         if len(self._buf) < 4 + size:
             return None
-        frame = bytes(self._buf[4 : 4 + size])
+        with memoryview(self._buf) as view:
+            frame = bytes(view[4 : 4 + size])  # one copy, not a slice and then a copy
         del self._buf[: 4 + size]
         if len(self._buf) >= 4:
             self.feed(b"")  # check the next frame's announced size right away
@@ -54,6 +55,14 @@ class FrameReader:
     @property
     def buffered(self) -> int:
         return len(self._buf)
+
+    @property
+    def missing(self) -> int:
+        """Bytes still to come for the frame being buffered (0 if its size is unknown)."""
+        if len(self._buf) < 4:
+            return 0
+        (size,) = _SIZE.unpack_from(self._buf, 0)
+        return max(0, 4 + int(size) - len(self._buf))
 
 
 def frame(*parts: bytes | bytearray | memoryview) -> bytes:

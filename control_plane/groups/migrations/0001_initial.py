@@ -6,78 +6,144 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('catalog', '0002_producer_id_block'),
-        ('tenancy', '0001_initial'),
+        ("catalog", "0002_producer_id_block"),
+        ("tenancy", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ConsumerGroup',
+            name="ConsumerGroup",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('group_id', models.CharField(max_length=255)),
-                ('state', models.CharField(choices=[('Empty', 'Empty'), ('PreparingRebalance', 'Preparing rebalance'), ('CompletingRebalance', 'Completing rebalance'), ('Stable', 'Stable'), ('Dead', 'Dead')], default='Empty', max_length=24)),
-                ('generation', models.IntegerField(default=0)),
-                ('protocol_type', models.CharField(blank=True, default='', max_length=255)),
-                ('protocol', models.CharField(blank=True, default='', max_length=255)),
-                ('leader', models.CharField(blank=True, default='', max_length=512)),
-                ('members', models.JSONField(blank=True, default=list)),
-                ('state_changed_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='consumer_groups', to='tenancy.tenant')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("group_id", models.CharField(max_length=255)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("Empty", "Empty"),
+                            ("PreparingRebalance", "Preparing rebalance"),
+                            ("CompletingRebalance", "Completing rebalance"),
+                            ("Stable", "Stable"),
+                            ("Dead", "Dead"),
+                        ],
+                        default="Empty",
+                        max_length=24,
+                    ),
+                ),
+                ("generation", models.IntegerField(default=0)),
+                ("protocol_type", models.CharField(blank=True, default="", max_length=255)),
+                ("protocol", models.CharField(blank=True, default="", max_length=255)),
+                ("leader", models.CharField(blank=True, default="", max_length=512)),
+                ("members", models.JSONField(blank=True, default=list)),
+                ("state_changed_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="consumer_groups",
+                        to="tenancy.tenant",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['tenant', 'group_id'],
+                "ordering": ["tenant", "group_id"],
             },
         ),
         migrations.CreateModel(
-            name='CommittedOffset',
+            name="CommittedOffset",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('partition', models.PositiveIntegerField()),
-                ('offset', models.BigIntegerField()),
-                ('leader_epoch', models.IntegerField(default=-1)),
-                ('metadata', models.TextField(blank=True, null=True)),
-                ('committed_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('topic', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='committed_offsets', to='catalog.topic')),
-                ('group', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='offsets', to='groups.consumergroup')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("partition", models.PositiveIntegerField()),
+                ("offset", models.BigIntegerField()),
+                ("leader_epoch", models.IntegerField(default=-1)),
+                ("metadata", models.TextField(blank=True, null=True)),
+                ("committed_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "topic",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="committed_offsets",
+                        to="catalog.topic",
+                    ),
+                ),
+                (
+                    "group",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="offsets",
+                        to="groups.consumergroup",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['group', 'topic', 'partition'],
+                "ordering": ["group", "topic", "partition"],
             },
         ),
         migrations.CreateModel(
-            name='LagSample',
+            name="LagSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('partition', models.PositiveIntegerField()),
-                ('at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('committed_offset', models.BigIntegerField()),
-                ('log_end_offset', models.BigIntegerField()),
-                ('lag', models.BigIntegerField()),
-                ('lag_seconds', models.FloatField(blank=True, null=True)),
-                ('group', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='lag', to='groups.consumergroup')),
-                ('topic', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='catalog.topic')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("partition", models.PositiveIntegerField()),
+                ("at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ("committed_offset", models.BigIntegerField()),
+                ("log_end_offset", models.BigIntegerField()),
+                ("lag", models.BigIntegerField()),
+                ("lag_seconds", models.FloatField(blank=True, null=True)),
+                (
+                    "group",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="lag",
+                        to="groups.consumergroup",
+                    ),
+                ),
+                (
+                    "topic",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="catalog.topic",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['group', 'topic', 'partition', 'at'],
+                "ordering": ["group", "topic", "partition", "at"],
             },
         ),
         migrations.AddConstraint(
-            model_name='consumergroup',
-            constraint=models.UniqueConstraint(fields=('tenant', 'group_id'), name='group_unique_id'),
+            model_name="consumergroup",
+            constraint=models.UniqueConstraint(
+                fields=("tenant", "group_id"), name="group_unique_id"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='committedoffset',
-            constraint=models.UniqueConstraint(fields=('group', 'topic', 'partition'), name='offset_unique_partition'),
+            model_name="committedoffset",
+            constraint=models.UniqueConstraint(
+                fields=("group", "topic", "partition"), name="offset_unique_partition"
+            ),
         ),
         migrations.AddIndex(
-            model_name='lagsample',
-            index=models.Index(fields=['group', 'at'], name='lag_group_at'),
+            model_name="lagsample",
+            index=models.Index(fields=["group", "at"], name="lag_group_at"),
         ),
     ]

@@ -1,0 +1,42 @@
+"""Periodic consumer-group maintenance."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from control_plane.groups.models import CommittedOffset, ConsumerGroup, GroupState
+
+
+@shared_task(name="millrace.groups.expire_offsets", time_limit=300, ignore_result=True)
+def expire_offsets() -> int:
+    """Expire committed offsets as Kafka does (``offsets.retention.minutes``).
+
+    A group that has had members loses all its offsets once it has been empty for the
+    retention period. A group that never had members (offsets committed with assign(), by
+    tools, or by a reset) keeps each offset for the retention period after its own commit.
+    An empty group left without offsets is removed. Returns the number of offsets removed.
+    """
+    cutoff = timezone.now() - timedelta(minutes=settings.MILLRACE_OFFSETS_RETENTION_MINUTES)
+    removed = 0
+    empty = ConsumerGroup.objects.filter(state__in=[GroupState.EMPTY, GroupState.DEAD])
+    for group in empty.iterator():
+        if group.members:
+            continue
+        with transaction.atomic():
+            locked = ConsumerGroup.objects.select_for_update().filter(pk=group.pk).first()
+            if locked is None or locked.is_active:
+                continue  # a member joined meanwhile
+            offsets = CommittedOffset.objects.filter(group=locked)
+            if locked.protocol_type:
+                if locked.state_changed_at < cutoff:
+                    removed += offsets.delete()[0]
+            else:
+                removed += offsets.filter(committed_at__lt=cutoff).delete()[0]
+            if locked.state_changed_at < cutoff and not offsets.exists():
+                locked.delete()
+    return removed
