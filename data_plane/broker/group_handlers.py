@@ -244,7 +244,8 @@ async def handle_offset_commit(ctx: Context, req: dict[str, Any]) -> dict[str, A
                 offsets=offsets,
             )
         except GroupError as exc:
-            results = {k: exc.code for k in results}
+            # The group's answer applies to the partitions that passed their own checks.
+            results = {k: exc.code if v == E.NONE else v for k, v in results.items()}
     topics: dict[str, list[dict[str, Any]]] = {}
     for (name, index), code in results.items():
         topics.setdefault(name, []).append({"partition_index": index, "error_code": code})

@@ -86,6 +86,7 @@ FULL = [
 
 def start_broker(env: KafkaEnv) -> None:
     assert env.log_path is not None and env.data_dir is not None
+    seen = env.log_path.stat().st_size if env.log_path.exists() else 0
     log = open(env.log_path, "ab")
     env.process = subprocess.Popen(
         [
@@ -108,7 +109,7 @@ def start_broker(env: KafkaEnv) -> None:
     while time.monotonic() < deadline:
         if env.process.poll() is not None:
             raise AssertionError(f"broker exited:\n{env.log_tail()}")
-        if "ready on" in env.log_path.read_text():
+        if "ready on" in env.log_path.read_text()[seen:]:  # this start's line, not the last
             return
         time.sleep(0.2)
     raise AssertionError(f"broker did not start:\n{env.log_tail()}")
