@@ -106,6 +106,16 @@ def _topics_by_name(tenant_id: int, names: set[str]) -> dict[str, Topic]:
     return {t.name: t for t in Topic.objects.filter(tenant_id=tenant_id, name__in=names)}
 
 
+def _upsert_offsets(rows: list[CommittedOffset]) -> None:
+    """Insert or overwrite one committed offset per (group, topic, partition)."""
+    CommittedOffset.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["group", "topic", "partition"],
+        update_fields=["offset", "leader_epoch", "metadata", "committed_at"],
+    )
+
+
 @transaction.atomic
 def store_offsets(tenant_id: int, group_id: str, offsets: list[OffsetRecord]) -> None:
     """One OffsetCommit request: every offset in one transaction (the group row too)."""
@@ -124,12 +134,7 @@ def store_offsets(tenant_id: int, group_id: str, offsets: list[OffsetRecord]) ->
         for o in offsets
         if o.topic in topics  # a topic deleted meanwhile: nothing to keep
     ]
-    CommittedOffset.objects.bulk_create(
-        rows,
-        update_conflicts=True,
-        unique_fields=["group", "topic", "partition"],
-        update_fields=["offset", "leader_epoch", "metadata", "committed_at"],
-    )
+    _upsert_offsets(rows)
 
 
 def load_offsets(tenant_id: int, group_id: str) -> list[OffsetRecord]:
@@ -228,7 +233,7 @@ def reset_offsets(
             f"{o.topic.name}-{o.partition}": o.offset for o in group.offsets.select_related("topic")
         }
         now = datetime.now(tz=UTC)
-        CommittedOffset.objects.bulk_create(
+        _upsert_offsets(
             [
                 CommittedOffset(
                     group=group,
@@ -240,10 +245,7 @@ def reset_offsets(
                     committed_at=now,
                 )
                 for (name, partition), offset in new_offsets.items()
-            ],
-            update_conflicts=True,
-            unique_fields=["group", "topic", "partition"],
-            update_fields=["offset", "leader_epoch", "metadata", "committed_at"],
+            ]
         )
         after = {f"{n}-{p}": o for (n, p), o in new_offsets.items()}
         record_event(

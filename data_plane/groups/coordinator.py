@@ -387,14 +387,7 @@ class GroupCoordinator:
             group.protocol_name,
             group.leader,
         )
-        everyone = [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.instance_id,
-                "metadata": m.metadata(group.protocol_name),
-            }
-            for m in group.members.values()
-        ]
+        everyone = self._everyone(group)
         for m in group.members.values():
             m.assignment = b""
             _result(m.join_future, self._join_response(group, m, everyone))
