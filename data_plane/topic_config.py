@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -48,7 +48,7 @@ def validate_topic_name(name: str) -> None:
         )
     if name in {".", ".."}:
         raise InvalidTopicName("topic name cannot be '.' or '..'")
-    if not _LEGAL_TOPIC_CHARS.match(name):
+    if not _LEGAL_TOPIC_CHARS.fullmatch(name):  # "$" would let a trailing newline through
         raise InvalidTopicName(
             "topic name may contain only ASCII letters, digits, '.', '_' and '-'"
         )

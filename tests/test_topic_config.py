@@ -24,7 +24,7 @@ def test_legal_topic_names(name):
 
 
 @pytest.mark.parametrize(
-    "name", ["", ".", "..", "x" * 250, "has space", "slash/", "ünï", "tab\t", "__internal"]
+    "name", ["", ".", "..", "x" * 250, "has space", "slash/", "ünï", "tab\t", "__internal", "0\n"]
 )
 def test_illegal_topic_names(name):
     with pytest.raises(InvalidTopicName):
