@@ -17,6 +17,13 @@ app = Celery("millrace")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+
+def _lag_interval() -> float:
+    from django.conf import settings
+
+    return float(settings.MILLRACE_LAG_SAMPLE_SECONDS)
+
+
 app.conf.beat_schedule = {
     "prune-audit-events": {
         "task": "millrace.audit.prune_audit_events",
@@ -25,5 +32,9 @@ app.conf.beat_schedule = {
     "expire-group-offsets": {
         "task": "millrace.groups.expire_offsets",
         "schedule": 600.0,
+    },
+    "sample-group-lag": {
+        "task": "millrace.groups.sample_lag",
+        "schedule": _lag_interval(),
     },
 }

@@ -16,6 +16,8 @@ which backend is in use.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from pathlib import Path
 
@@ -71,6 +73,12 @@ if PRODUCTION:
             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(64))')"
         )
 SECRET_KEY = _secret or _development_secret_key()
+# What Millrace's own services prove to its brokers (data_plane.internal_auth); every web,
+# worker and broker process of a deployment must share it (or share SECRET_KEY).
+MILLRACE_INTERNAL_SECRET = (
+    envsecret("MILLRACE_INTERNAL_SECRET")
+    or hmac.new(SECRET_KEY.encode(), b"millrace internal secret", hashlib.sha256).hexdigest()
+)
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 if PRODUCTION and not ALLOWED_HOSTS:
@@ -258,6 +266,10 @@ MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS = envint(
 )
 MILLRACE_GROUP_MAX_SIZE = envint("MILLRACE_GROUP_MAX_SIZE", 1_000, minimum=1)
 MILLRACE_OFFSETS_RETENTION_MINUTES = envint("MILLRACE_OFFSETS_RETENTION_MINUTES", 10_080, minimum=1)
+# Lag history for the console's charts: one sample per group partition every interval,
+# kept for the window.
+MILLRACE_LAG_SAMPLE_SECONDS = envint("MILLRACE_LAG_SAMPLE_SECONDS", 60, minimum=5)
+MILLRACE_LAG_HISTORY_HOURS = envint("MILLRACE_LAG_HISTORY_HOURS", 24, minimum=1)
 
 # --- REST API -----------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -11,9 +11,9 @@ from django.utils import timezone
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog import services as catalog_services
 from control_plane.core.actor import Actor
-from control_plane.core.errors import Conflict, InvalidInput, NotFound
-from control_plane.groups import services
-from control_plane.groups.models import CommittedOffset, ConsumerGroup
+from control_plane.core.errors import Conflict, InvalidInput, NotFound, Unavailable
+from control_plane.groups import lag, services
+from control_plane.groups.models import CommittedOffset, ConsumerGroup, LagSample
 from control_plane.groups.tasks import expire_offsets
 from control_plane.tenancy import services as tenancy_services
 from data_plane.groups.model import GroupRecord, GroupState, MemberRecord, OffsetRecord
@@ -132,3 +132,55 @@ def test_offsets_expire_as_kafka_expires_them(tenant, settings):
     assert not ConsumerGroup.objects.filter(group_id="gone").exists()
     assert [o.partition for o in services.load_offsets(tenant.pk, "standalone")] == [1]
     assert len(services.load_offsets(tenant.pk, "busy")) == 1
+
+
+@pytest.mark.parametrize(
+    ("committed", "end", "stamp", "expected"),
+    [
+        (None, 10, None, (None, None)),  # nothing committed: lag unknown
+        (4, None, None, (None, None)),  # log end unknown (brokers unreachable)
+        (10, 10, None, (0, 0.0)),  # caught up
+        (12, 10, None, (0, 0.0)),  # committed past the end (log truncated): never negative
+        (4, 10, 40_000, (6, 60.0)),  # the record at offset 4 is 60 s old
+        (4, 10, None, (6, None)),  # its timestamp is unknown
+        (4, 10, 200_000, (6, 0.0)),  # a producer clock ahead of ours: not negative
+    ],
+)
+def test_compute_lag(committed, end, stamp, expected):
+    assert lag.compute_lag(committed, end, stamp, 100_000) == expected
+
+
+def test_lag_without_brokers_keeps_the_database_part_and_says_why(tenant):
+    services.store_group(record(tenant, state=GroupState.EMPTY, members=0))
+    services.store_offsets(tenant.pk, "g1", [OffsetRecord("orders", 1, 7, -1, "", 0)])
+    group = ConsumerGroup.objects.get(tenant=tenant, group_id="g1")
+    detail = lag.describe(tenant, group)
+    (row,) = detail["offsets"]
+    assert (row["topic"], row["partition"], row["committed_offset"]) == ("orders", 1, 7)
+    assert row["lag"] is None and row["log_end_offset"] is None
+    assert "no broker is running" in detail["offsets_error"]
+    with pytest.raises(Unavailable):
+        lag.plan_reset(tenant, group, to="earliest")
+    # The sampler writes nothing it cannot measure, and still prunes the old window.
+    old = LagSample.objects.create(
+        group=group,
+        topic=group.offsets.get().topic,
+        partition=1,
+        at=timezone.now() - timedelta(days=30),
+        committed_offset=1,
+        log_end_offset=2,
+        lag=1,
+    )
+    assert lag.sample_lag() == 0
+    assert not LagSample.objects.filter(pk=old.pk).exists()
+
+
+def test_reset_plan_validates_topics_before_asking_brokers(tenant):
+    services.store_group(record(tenant, state=GroupState.EMPTY, members=0))
+    group = ConsumerGroup.objects.get(tenant=tenant, group_id="g1")
+    with pytest.raises(InvalidInput, match="no committed offsets"):
+        lag.plan_reset(tenant, group, to="earliest")
+    with pytest.raises(InvalidInput, match="does not exist"):
+        lag.plan_reset(tenant, group, to="earliest", topics=[{"topic": "nope"}])
+    with pytest.raises(InvalidInput, match="no partition 3"):
+        lag.plan_reset(tenant, group, to="latest", topics=[{"topic": "orders", "partitions": [3]}])

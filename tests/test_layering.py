@@ -13,8 +13,8 @@ PURE = sorted(
     p
     for p in (ROOT / "data_plane").rglob("*.py")
     # Adapters that may touch Django live in data_plane/{broker,controller,...} later;
-    # records, log, protocol and the top-level modules are pure.
-    if p.parent == ROOT / "data_plane" or p.parts[-2] in {"records", "log", "protocol"}
+    # records, log, protocol, client and the top-level modules are pure.
+    if p.parent == ROOT / "data_plane" or p.parts[-2] in {"records", "log", "protocol", "client"}
 )
 
 

@@ -13,6 +13,7 @@ from rest_framework.exceptions import ValidationError
 from control_plane.access.models import Acl, ApiKey
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog.models import Topic
+from control_plane.groups.models import ConsumerGroup, LagSample
 from data_plane.acl import WILDCARD_PRINCIPAL, Operation, PatternType, Permission, ResourceType
 
 
@@ -84,3 +85,21 @@ class AuditEventFilter(django_filters.FilterSet):
     class Meta:
         model = AuditEvent
         fields = ["action", "actor", "actor_type", "object_type", "object_id"]
+
+
+class ConsumerGroupFilter(django_filters.FilterSet):
+    search = django_filters.CharFilter(field_name="group_id", lookup_expr="icontains")
+
+    class Meta:
+        model = ConsumerGroup
+        fields = ["state"]
+
+
+class LagSampleFilter(django_filters.FilterSet):
+    since = UtcDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="at", lookup_expr="lt")
+    topic = django_filters.CharFilter(field_name="topic__name")
+
+    class Meta:
+        model = LagSample
+        fields = ["partition"]

@@ -266,6 +266,128 @@ class AclCreateSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+# --- consumer groups ----------------------------------------------------------------------
+
+
+class GroupAssignmentSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partitions = serializers.ListField(child=serializers.IntegerField())
+
+
+class GroupMemberSerializer(serializers.Serializer):
+    member_id = serializers.CharField()
+    group_instance_id = serializers.CharField(allow_null=True)
+    client_id = serializers.CharField()
+    host = serializers.CharField()
+    subscription = serializers.ListField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="topics the member subscribed to (null unless the protocol type is consumer)",
+    )
+    assignment = GroupAssignmentSerializer(
+        many=True, allow_null=True, help_text="partitions the leader assigned to the member"
+    )
+
+
+class GroupSummarySerializer(serializers.Serializer):
+    group_id = serializers.CharField()
+    state = serializers.CharField()
+    protocol_type = serializers.CharField()
+    protocol = serializers.CharField(help_text="the assignor the members agreed on")
+    generation = serializers.IntegerField()
+    member_count = serializers.IntegerField()
+    state_changed_at = serializers.DateTimeField()
+    partition_count = serializers.IntegerField()
+    total_lag = serializers.IntegerField(allow_null=True, help_text="records, all partitions")
+    max_lag_seconds = serializers.FloatField(
+        allow_null=True, help_text="age of the oldest record the group has yet to read"
+    )
+    offsets_error = serializers.CharField(
+        allow_null=True, help_text="why log offsets are missing (brokers unreachable), or null"
+    )
+
+
+class GroupOffsetSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+    committed_offset = serializers.IntegerField(allow_null=True)
+    committed_at = serializers.DateTimeField(allow_null=True)
+    metadata = serializers.CharField(allow_null=True)
+    log_start_offset = serializers.IntegerField(allow_null=True)
+    log_end_offset = serializers.IntegerField(allow_null=True)
+    lag = serializers.IntegerField(allow_null=True, help_text="log end - committed, records")
+    lag_seconds = serializers.FloatField(
+        allow_null=True, help_text="now - timestamp of the record at the committed offset"
+    )
+    member_id = serializers.CharField(allow_null=True)
+    client_id = serializers.CharField(allow_null=True)
+    host = serializers.CharField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+
+
+class GroupDetailSerializer(GroupSummarySerializer):
+    members = GroupMemberSerializer(many=True)
+    offsets = GroupOffsetSerializer(many=True)
+
+
+class ResetTopicSerializer(serializers.Serializer):
+    topic = serializers.CharField(max_length=249)
+    partitions = serializers.ListField(
+        child=serializers.IntegerField(min_value=0),
+        required=False,
+        max_length=10_000,
+        help_text="default: every partition of the topic",
+    )
+
+
+class ResetOffsetsSerializer(serializers.Serializer):
+    to = serializers.ChoiceField(choices=["earliest", "latest", "timestamp", "offset"])
+    topics = ResetTopicSerializer(
+        many=True,
+        required=False,
+        help_text="default: every partition the group has committed offsets for",
+    )
+    timestamp = serializers.DateTimeField(
+        required=False, help_text="with to=timestamp: the first record at or after it"
+    )
+    offset = serializers.IntegerField(
+        required=False, min_value=0, help_text="with to=offset (clamped into the log's range)"
+    )
+    dry_run = serializers.BooleanField(default=False, help_text="preview without changing")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        to = attrs["to"]
+        if to == "timestamp" and "timestamp" not in attrs:
+            raise serializers.ValidationError({"timestamp": ["required when to is timestamp"]})
+        if to == "offset" and "offset" not in attrs:
+            raise serializers.ValidationError({"offset": ["required when to is offset"]})
+        return attrs
+
+
+class ResetPlanEntrySerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    partition = serializers.IntegerField()
+    previous_offset = serializers.IntegerField(allow_null=True)
+    new_offset = serializers.IntegerField()
+    log_start_offset = serializers.IntegerField()
+    log_end_offset = serializers.IntegerField()
+
+
+class ResetOffsetsResultSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    offsets = ResetPlanEntrySerializer(many=True)
+
+
+class LagSampleSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    topic = serializers.CharField(source="topic.name")
+    partition = serializers.IntegerField()
+    committed_offset = serializers.IntegerField()
+    log_end_offset = serializers.IntegerField()
+    lag = serializers.IntegerField()
+    lag_seconds = serializers.FloatField(allow_null=True)
+
+
 # --- audit, brokers, auth ----------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ router.register(
 )
 router.register(f"{TENANT}/api-keys", views.ApiKeyViewSet, basename="api-key")
 router.register(f"{TENANT}/acls", views.AclViewSet, basename="acl")
+router.register(f"{TENANT}/consumer-groups", views.ConsumerGroupViewSet, basename="consumer-group")
 router.register(f"{TENANT}/audit-events", views.AuditEventViewSet, basename="audit-event")
 router.register("brokers", views.BrokerViewSet, basename="broker")
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import authenticate, login, logout
 from django.db.models import Sum
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, permissions, status, viewsets
 from rest_framework.decorators import action
@@ -19,18 +21,30 @@ from control_plane.api import serializers as s
 from control_plane.api.access import Need, request_actor
 from control_plane.api.authentication import Throttled
 from control_plane.api.base import TenantScopedViewSet
-from control_plane.api.filters import AclFilter, ApiKeyFilter, AuditEventFilter, TopicFilter
+from control_plane.api.filters import (
+    AclFilter,
+    ApiKeyFilter,
+    AuditEventFilter,
+    ConsumerGroupFilter,
+    LagSampleFilter,
+    TopicFilter,
+)
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Broker, Topic
 from control_plane.core import ratelimit
 from control_plane.core.http import client_ip
+from control_plane.groups import lag as group_lag
+from control_plane.groups import services as group_services
+from control_plane.groups.models import ConsumerGroup, LagSample
 from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Membership, Role, Tenant
 from data_plane.acl import CLUSTER_RESOURCE_NAME, Operation, ResourceType
 
 VIEWER, DEVELOPER, ADMIN = Role.VIEWER, Role.DEVELOPER, Role.ADMIN
 TOPIC = ResourceType.TOPIC
+GROUP = ResourceType.GROUP
+LAG_HISTORY_LIMIT = 50_000
 
 TENANT_PARAM = OpenApiParameter(
     "tenant_slug", str, OpenApiParameter.PATH, description="tenant slug"
@@ -272,6 +286,124 @@ class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScope
             partition_count=serializer.validated_data["partition_count"],
         )
         return Response(s.TopicSerializer(topic).data)
+
+
+# --- consumer groups ----------------------------------------------------------------------
+
+
+@tenant_scoped
+@extend_schema_view(
+    list=extend_schema(responses=s.GroupSummarySerializer(many=True)),
+    retrieve=extend_schema(responses=s.GroupDetailSerializer),
+    destroy=extend_schema(
+        description="Delete an empty group and its committed offsets (409 while it has members)."
+    ),
+)
+class ConsumerGroupViewSet(TenantScopedViewSet):
+    """Consumer groups: state, members, assignments, committed offsets and lag.
+
+    API keys need Describe on a group to see it and only see the offsets of topics they
+    may Describe (as Kafka's DescribeGroups/OffsetFetch); resetting offsets needs Read on
+    the group and on every topic reset (Kafka's AlterConsumerGroupOffsets), deleting
+    needs Delete on the group.
+    """
+
+    queryset = ConsumerGroup.objects.all()
+    serializer_class = s.GroupSummarySerializer
+    lookup_field = "group_id"
+    lookup_value_regex = r"[^/]+"
+    filterset_class = ConsumerGroupFilter
+    http_method_names = ["get", "post", "delete", "head", "options"]
+    needs = {
+        "list": Need(VIEWER, Operation.DESCRIBE, GROUP),
+        "retrieve": Need(VIEWER, Operation.DESCRIBE, GROUP),
+        "lag_history": Need(VIEWER, Operation.DESCRIBE, GROUP),
+        "reset_offsets": Need(DEVELOPER, Operation.READ, GROUP),
+        "destroy": Need(DEVELOPER, Operation.DELETE, GROUP),
+    }
+
+    def _visible_topic(self, topic: str) -> bool:
+        return self.access.api_key is None or self.access.key_may(Operation.DESCRIBE, TOPIC, topic)
+
+    def list(self, request: Request, tenant_slug: str) -> Response:
+        groups = list(self.filter_queryset(self.get_queryset()))
+        if self.access.api_key is not None:
+            groups = [
+                g for g in groups if self.access.key_may(Operation.DESCRIBE, GROUP, g.group_id)
+            ]
+        page = self.paginate_queryset(groups)
+        rows = group_lag.summaries(self.access.tenant, page, visible=self._visible_topic)
+        return self.get_paginated_response(s.GroupSummarySerializer(rows, many=True).data)
+
+    def retrieve(self, request: Request, tenant_slug: str, group_id: str) -> Response:
+        detail = group_lag.describe(
+            self.access.tenant, self.get_object(), visible=self._visible_topic
+        )
+        return Response(s.GroupDetailSerializer(detail).data)
+
+    def destroy(self, request: Request, tenant_slug: str, group_id: str) -> Response:
+        group_services.delete_group(self.actor, self.access.tenant, self.get_object().group_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        request=s.ResetOffsetsSerializer,
+        responses=s.ResetOffsetsResultSerializer,
+        description=(
+            "Move the group's committed offsets to earliest, latest, a timestamp or an "
+            "offset. Refused with 409 while the group has members; dry_run previews."
+        ),
+    )
+    @action(detail=True, methods=["post"], url_path="reset-offsets")
+    def reset_offsets(self, request: Request, tenant_slug: str, group_id: str) -> Response:
+        serializer = s.ResetOffsetsSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        group = self.get_object()
+        group_services.ensure_inactive(group, "reset offsets of")
+        stamp = data.get("timestamp")
+        plan = group_lag.plan_reset(
+            self.access.tenant,
+            group,
+            to=data["to"],
+            topics=data.get("topics"),
+            timestamp_ms=None if stamp is None else int(stamp.timestamp() * 1000),
+            offset=data.get("offset"),
+        )
+        if self.access.api_key is not None:
+            for topic in sorted({row["topic"] for row in plan}):
+                if not self.access.key_may(Operation.READ, TOPIC, topic):
+                    raise exceptions.PermissionDenied(
+                        f"{self.access.api_key.service_account.principal} is not authorized "
+                        f"to read topic {topic!r}"
+                    )
+        if not data["dry_run"]:
+            group_services.reset_offsets(
+                self.actor,
+                self.access.tenant,
+                group.group_id,
+                {(row["topic"], row["partition"]): row["new_offset"] for row in plan},
+            )
+        return Response({"dry_run": data["dry_run"], "offsets": plan})
+
+    @extend_schema(
+        responses=s.LagSampleSerializer(many=True),
+        parameters=[
+            OpenApiParameter("since", str, description="ISO 8601; default one hour ago"),
+            OpenApiParameter("until", str, description="ISO 8601"),
+            OpenApiParameter("topic", str),
+            OpenApiParameter("partition", int),
+        ],
+        description="Lag samples (every MILLRACE_LAG_SAMPLE_SECONDS, oldest first).",
+    )
+    @action(detail=True, methods=["get"], url_path="lag-history", pagination_class=None)
+    def lag_history(self, request: Request, tenant_slug: str, group_id: str) -> Response:
+        group = self.get_object()
+        samples = LagSample.objects.filter(group=group).select_related("topic").order_by("at")
+        if "since" not in request.query_params:
+            samples = samples.filter(at__gte=timezone.now() - timedelta(hours=1))
+        samples = LagSampleFilter(request.query_params, queryset=samples, request=request).qs
+        rows = [x for x in samples[:LAG_HISTORY_LIMIT] if self._visible_topic(x.topic.name)]
+        return Response(s.LagSampleSerializer(rows, many=True).data)
 
 
 # --- service accounts and API keys ----------------------------------------------------------

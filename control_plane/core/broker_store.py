@@ -37,6 +37,7 @@ from control_plane.core.errors import (
 from control_plane.core.notify import CHANNEL
 from control_plane.groups import services as group_services
 from control_plane.tenancy.models import Tenant
+from data_plane import internal_auth
 from data_plane.broker.model import (
     BrokerInfo,
     MetadataSnapshot,
@@ -179,7 +180,23 @@ class DjangoMetadataStore:
     def _principal(key: ApiKey) -> Principal:
         return Principal(key.tenant_id, key.tenant.slug, key.service_account.principal, key.key_id)
 
+    @staticmethod
+    def _internal_tenant(user: str) -> Tenant | None:
+        slug = internal_auth.tenant_slug(user)
+        if slug is None:
+            return None
+        close_old_connections()
+        return Tenant.objects.filter(slug=slug).first()
+
     def scram_credentials(self, key_id: str, mechanism: str) -> ScramCredentials | None:
+        if internal_auth.tenant_slug(key_id) is not None:
+            if self._internal_tenant(key_id) is None:
+                return None
+            return ScramCredentials(
+                *internal_auth.scram_credentials(
+                    settings.MILLRACE_INTERNAL_SECRET, key_id, mechanism
+                )
+            )
         key = self._active_key(key_id)
         if key is None:
             return None
@@ -192,6 +209,13 @@ class DjangoMetadataStore:
         )
 
     def principal_for_key(self, key_id: str) -> Principal | None:
+        if internal_auth.tenant_slug(key_id) is not None:
+            tenant = self._internal_tenant(key_id)
+            if tenant is None:
+                return None
+            return Principal(
+                tenant.pk, tenant.slug, internal_auth.PRINCIPAL_NAME, key_id, internal=True
+            )
         key = self._active_key(key_id)
         if key is None:
             return None

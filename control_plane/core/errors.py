@@ -55,3 +55,10 @@ class Conflict(ServiceError):
 class NotFound(ServiceError):
     status = 404
     code = "not_found"
+
+
+class Unavailable(ServiceError):
+    """A dependency the request needs (the brokers) cannot answer right now."""
+
+    status = 503
+    code = "unavailable"

@@ -174,7 +174,7 @@ def _locked_group(tenant: Tenant, group_id: str) -> ConsumerGroup:
     return group
 
 
-def _refuse_active(group: ConsumerGroup, what: str) -> None:
+def ensure_inactive(group: ConsumerGroup, what: str) -> None:
     if group.is_active:
         raise Conflict(
             f"cannot {what} consumer group {group.group_id!r} while it has members "
@@ -187,7 +187,7 @@ def _refuse_active(group: ConsumerGroup, what: str) -> None:
 def delete_group(actor: Actor, tenant: Tenant, group_id: str) -> None:
     """Delete an empty group with its committed offsets (Kafka's DeleteGroups)."""
     group = _locked_group(tenant, group_id)
-    _refuse_active(group, "delete")
+    ensure_inactive(group, "delete")
     record_event(
         actor,
         tenant=tenant,
@@ -217,7 +217,7 @@ def reset_offsets(
     """
     with transaction.atomic():
         group = _locked_group(tenant, group_id)
-        _refuse_active(group, "reset offsets of")
+        ensure_inactive(group, "reset offsets of")
         topics = _topics_by_name(tenant.pk, {t for t, _ in new_offsets})
         for (name, partition), offset in new_offsets.items():
             topic = topics.get(name)

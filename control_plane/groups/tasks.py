@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from control_plane.groups import lag
 from control_plane.groups.models import CommittedOffset, ConsumerGroup, GroupState
 
 
@@ -40,3 +41,9 @@ def expire_offsets() -> int:
             if locked.state_changed_at < cutoff and not offsets.exists():
                 locked.delete()
     return removed
+
+
+@shared_task(name="millrace.groups.sample_lag", time_limit=120, ignore_result=True)
+def sample_lag() -> int:
+    """Record each group's lag per partition (the console's lag history); prune old samples."""
+    return lag.sample_lag()

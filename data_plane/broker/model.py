@@ -22,6 +22,8 @@ class Principal:
     tenant_slug: str
     name: str  # "User:<service account>"
     key_id: str | None  # None for the optional unauthenticated listener
+    # Millrace's own services (data_plane.internal_auth): read and describe only.
+    internal: bool = False
 
     @property
     def is_anonymous(self) -> bool:

@@ -323,7 +323,10 @@ class Broker:
             await asyncio.sleep(self.config.revocation_check_seconds)
             active = self.snapshot.active_keys
             for conn in list(self._connections):
-                key = conn.principal.key_id if conn.principal else None
+                principal = conn.principal
+                if principal is None or principal.internal:
+                    continue
+                key = principal.key_id
                 if key is not None and key not in active:
                     logger.info("closing connection of revoked key %s", key)
                     conn.abort()

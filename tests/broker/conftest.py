@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from control_plane.access import services as access_services
@@ -146,6 +147,8 @@ def kafka(django_db_setup, django_db_blocker, tmp_path_factory):
         "DATABASE_URL": base.rsplit("/", 1)[0] + "/" + name,
         "MILLRACE_DATA_DIR": str(tmp / "data"),
         "PYTHONUNBUFFERED": "1",
+        # The control plane (this process) asks the broker as the internal principal.
+        "MILLRACE_INTERNAL_SECRET": settings.MILLRACE_INTERNAL_SECRET,
         # Kafka's defaults (6 s, 3 s) would make every group test wait; the coordinator's
         # behaviour is the same with shorter ones.
         "MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",

@@ -1,0 +1,413 @@
+"""What a consumer group looks like from outside: members, assignments, offsets, lag.
+
+Membership and committed offsets come from the database (the coordinator writes them);
+log start/end offsets and record timestamps come from the brokers, asked through the
+internal principal (``control_plane.core.brokers``). Lag follows Kafka's tools:
+
+* ``lag`` = log end offset (the high watermark: what consumers can read) - committed
+  offset, in records; None where the group has committed nothing.
+* ``lag_seconds`` = how old the next record the group will read is: now - the timestamp
+  of the first record at the committed offset (0 when nothing is waiting). It uses the
+  records' own timestamps, so with CreateTime it is as right as the producers' clocks.
+
+If the brokers cannot be asked, the database's part is still served and ``offsets_error``
+says why the rest is missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from itertools import groupby
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from control_plane.catalog.models import Topic
+from control_plane.core.brokers import KafkaClientError, broker_client
+from control_plane.core.errors import InvalidInput, Unavailable
+from control_plane.groups.models import CommittedOffset, ConsumerGroup, LagSample
+from control_plane.tenancy.models import Tenant
+from data_plane.client import EARLIEST, LATEST, ClusterClient
+from data_plane.groups.consumer_protocol import (
+    ConsumerProtocolError,
+    decode_assignment,
+    decode_subscription,
+)
+from data_plane.protocol.errors import ErrorCode
+
+TopicPartition = tuple[str, int]
+Visible = Callable[[str], bool]
+
+
+def _everything(_topic: str) -> bool:
+    return True
+
+
+def compute_lag(
+    committed: int | None, end: int | None, first_timestamp: int | None, now_ms: int
+) -> tuple[int | None, float | None]:
+    """(lag in records, lag in seconds) for one partition; None where unknown."""
+    if committed is None or end is None:
+        return None, None
+    lag = max(0, end - committed)
+    if lag == 0:
+        return 0, 0.0
+    if first_timestamp is None or first_timestamp < 0:
+        return lag, None
+    return lag, round(max(0, now_ms - first_timestamp) / 1000, 3)
+
+
+@dataclass
+class LogState:
+    """Per partition: (log start, log end, timestamp of the record at the committed offset)."""
+
+    start: dict[TopicPartition, int] = field(default_factory=dict)
+    end: dict[TopicPartition, int] = field(default_factory=dict)
+    next_timestamp: dict[TopicPartition, int | None] = field(default_factory=dict)
+    errors: dict[TopicPartition, str] = field(default_factory=dict)
+    failure: str | None = None
+
+
+def read_log_state(
+    client: ClusterClient,
+    partitions: Iterable[TopicPartition],
+    committed: dict[TopicPartition, int],
+    *,
+    with_start: bool = True,
+) -> LogState:
+    state = LogState()
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return state
+    for tp, answer in client.list_offsets(dict.fromkeys(wanted, LATEST)).items():
+        if answer.error == ErrorCode.NONE:
+            state.end[tp] = answer.offset
+        else:
+            state.errors[tp] = ErrorCode(answer.error).name
+    if with_start:
+        for tp, answer in client.list_offsets(dict.fromkeys(state.end, EARLIEST)).items():
+            if answer.error == ErrorCode.NONE:
+                state.start[tp] = answer.offset
+    lagging = {
+        tp: offset for tp, offset in committed.items() if tp in state.end and offset < state.end[tp]
+    }
+    for tp, position in client.positions(lagging).items():
+        state.next_timestamp[tp] = position.timestamp if position.error == ErrorCode.NONE else None
+    return state
+
+
+class Brokers:
+    """The tenant's brokers for one request or job; remembers why they could not answer."""
+
+    def __init__(self, tenant: Tenant) -> None:
+        self.client: ClusterClient | None = None
+        self.failure: str | None = None
+        try:
+            self.client = broker_client(tenant)
+        except Unavailable as exc:
+            self.failure = exc.message
+
+    def __enter__(self) -> Brokers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    def log_state(
+        self,
+        partitions: Iterable[TopicPartition],
+        committed: dict[TopicPartition, int],
+        *,
+        with_start: bool = True,
+    ) -> LogState:
+        if self.client is None:
+            return LogState(failure=self.failure)
+        try:
+            return read_log_state(self.client, partitions, committed, with_start=with_start)
+        except KafkaClientError as exc:
+            self.failure = f"the brokers could not be asked: {exc}"
+            self.client.close()
+            self.client = None
+            return LogState(failure=self.failure)
+
+    def offsets_for_time(
+        self, partitions: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, int]:
+        """First offset at or after ``timestamp_ms`` (-1 where every record is older)."""
+        if self.client is None:
+            raise Unavailable(self.failure or "no broker is available")
+        try:
+            answers = self.client.list_offsets(dict.fromkeys(partitions, timestamp_ms))
+        except KafkaClientError as exc:
+            raise Unavailable(f"the brokers could not be asked: {exc}") from None
+        failed = sorted(f"{t}-{p}" for (t, p), a in answers.items() if a.error)
+        if failed:
+            raise Unavailable(f"no offsets for {', '.join(failed)} (no leader available)")
+        return {tp: a.offset for tp, a in answers.items()}
+
+
+# --- members ---------------------------------------------------------------------------------
+
+
+def _decoded_member(group: ConsumerGroup, member: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "member_id": member["member_id"],
+        "group_instance_id": member.get("instance_id"),
+        "client_id": member.get("client_id", ""),
+        "host": member.get("host", ""),
+        "subscription": None,
+        "assignment": None,
+    }
+    if group.protocol_type != "consumer":
+        return out  # another protocol's bytes mean nothing to us
+    try:
+        sub = decode_subscription(base64.b64decode(member.get("metadata", "")))
+        out["subscription"] = list(sub.topics)
+    except (ConsumerProtocolError, ValueError):
+        pass
+    raw = base64.b64decode(member.get("assignment", ""))
+    if raw:
+        try:
+            assigned = decode_assignment(raw)
+            out["assignment"] = [
+                {"topic": t, "partitions": sorted(ps)} for t, ps in assigned.partitions
+            ]
+        except (ConsumerProtocolError, ValueError):
+            pass
+    return out
+
+
+def _committed_rows(group: ConsumerGroup, visible: Visible) -> list[CommittedOffset]:
+    rows = group.offsets.select_related("topic").order_by("topic__name", "partition")
+    return [r for r in rows if visible(r.topic.name)]
+
+
+def group_offsets(
+    group: ConsumerGroup, brokers: Brokers, *, visible: Visible = _everything
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
+    """(members, per-partition offsets and lag, why broker data is missing or None)."""
+    members = [_decoded_member(group, m) for m in group.members]
+    owner: dict[TopicPartition, dict[str, Any]] = {}
+    for m in members:
+        if m["subscription"] is not None:
+            m["subscription"] = [t for t in m["subscription"] if visible(t)]
+        if m["assignment"] is not None:
+            m["assignment"] = [a for a in m["assignment"] if visible(a["topic"])]
+            for a in m["assignment"]:
+                for p in a["partitions"]:
+                    owner[(a["topic"], p)] = m
+    rows = {(r.topic.name, r.partition): r for r in _committed_rows(group, visible)}
+    committed = {tp: r.offset for tp, r in rows.items()}
+    partitions = set(rows) | set(owner)
+    state = brokers.log_state(partitions, committed) if partitions else LogState()
+    now_ms = int(time.time() * 1000)
+    offsets = []
+    for tp in sorted(partitions):
+        row, member = rows.get(tp), owner.get(tp)
+        lag, lag_seconds = compute_lag(
+            committed.get(tp), state.end.get(tp), state.next_timestamp.get(tp), now_ms
+        )
+        offsets.append(
+            {
+                "topic": tp[0],
+                "partition": tp[1],
+                "committed_offset": None if row is None else row.offset,
+                "committed_at": None if row is None else row.committed_at,
+                "metadata": None if row is None else row.metadata,
+                "log_start_offset": state.start.get(tp),
+                "log_end_offset": state.end.get(tp),
+                "lag": lag,
+                "lag_seconds": lag_seconds,
+                "member_id": None if member is None else member["member_id"],
+                "client_id": None if member is None else member["client_id"],
+                "host": None if member is None else member["host"],
+                "error": state.errors.get(tp),
+            }
+        )
+    return members, offsets, state.failure
+
+
+def summary_fields(group: ConsumerGroup, offsets: list[dict[str, Any]]) -> dict[str, Any]:
+    lags = [o["lag"] for o in offsets if o["lag"] is not None]
+    seconds = [o["lag_seconds"] for o in offsets if o["lag_seconds"] is not None]
+    return {
+        "group_id": group.group_id,
+        "state": group.state,
+        "protocol_type": group.protocol_type,
+        "protocol": group.protocol,
+        "generation": group.generation,
+        "member_count": len(group.members),
+        "state_changed_at": group.state_changed_at,
+        "partition_count": len(offsets),
+        "total_lag": sum(lags) if lags else None,
+        "max_lag_seconds": max(seconds) if seconds else None,
+    }
+
+
+def describe(
+    tenant: Tenant, group: ConsumerGroup, *, visible: Visible = _everything
+) -> dict[str, Any]:
+    """A group with members, assignments and per-partition offsets and lag."""
+    with Brokers(tenant) as brokers:
+        members, offsets, failure = group_offsets(group, brokers, visible=visible)
+    return {
+        **summary_fields(group, offsets),
+        "members": members,
+        "offsets": offsets,
+        "offsets_error": failure,
+    }
+
+
+def summaries(
+    tenant: Tenant, groups: Iterable[ConsumerGroup], *, visible: Visible = _everything
+) -> list[dict[str, Any]]:
+    """Each group's state and lag totals (one broker connection for all of them)."""
+    out = []
+    with Brokers(tenant) as brokers:
+        for group in groups:
+            _, offsets, failure = group_offsets(group, brokers, visible=visible)
+            out.append({**summary_fields(group, offsets), "offsets_error": failure})
+    return out
+
+
+# --- offset reset plans -----------------------------------------------------------------------
+
+
+def _reset_partitions(
+    tenant: Tenant, group: ConsumerGroup, topics: list[dict[str, Any]] | None
+) -> list[TopicPartition]:
+    if not topics:
+        committed = sorted(
+            {(name, p) for name, p in group.offsets.values_list("topic__name", "partition")}
+        )
+        if not committed:
+            raise InvalidInput(
+                f"consumer group {group.group_id!r} has no committed offsets; "
+                "name the topics to reset",
+                field="topics",
+            )
+        return committed
+    known = {t.name: t for t in Topic.objects.filter(tenant=tenant)}
+    out: list[TopicPartition] = []
+    for entry in topics:
+        topic = known.get(entry["topic"])
+        if topic is None:
+            raise InvalidInput(f"topic {entry['topic']!r} does not exist", field="topics")
+        indices = entry.get("partitions") or range(topic.partition_count)
+        for index in indices:
+            if not 0 <= index < topic.partition_count:
+                raise InvalidInput(
+                    f"topic {topic.name!r} has no partition {index} "
+                    f"(it has {topic.partition_count})",
+                    field="topics",
+                )
+            out.append((topic.name, index))
+    return sorted(set(out))
+
+
+def plan_reset(
+    tenant: Tenant,
+    group: ConsumerGroup,
+    *,
+    to: str,
+    topics: list[dict[str, Any]] | None = None,
+    timestamp_ms: int | None = None,
+    offset: int | None = None,
+) -> list[dict[str, Any]]:
+    """Where each partition's committed offset would move, as Kafka's reset tool decides.
+
+    ``earliest`` / ``latest`` are the log start / end; ``timestamp`` is the first record at
+    or after it (the log end if all are older); ``offset`` is clamped into
+    [log start, log end]. Partitions default to those the group has committed offsets for.
+    """
+    partitions = _reset_partitions(tenant, group, topics)
+    previous = {
+        (name, p): o
+        for name, p, o in group.offsets.values_list("topic__name", "partition", "offset")
+    }
+    with Brokers(tenant) as brokers:
+        state = brokers.log_state(partitions, {})
+        if state.failure:
+            raise Unavailable(state.failure)
+        missing = sorted(f"{t}-{p}" for t, p in partitions if (t, p) not in state.end)
+        if missing:
+            raise Unavailable(f"no log offsets for {', '.join(missing)} (no leader available)")
+        if to == "timestamp":
+            assert timestamp_ms is not None
+            found = brokers.offsets_for_time(partitions, timestamp_ms)
+    plan = []
+    for tp in partitions:
+        start, end = state.start[tp], state.end[tp]
+        if to == "earliest":
+            new = start
+        elif to == "latest":
+            new = end
+        elif to == "timestamp":
+            new = found[tp] if found[tp] >= 0 else end
+        elif to == "offset":
+            assert offset is not None
+            new = min(max(offset, start), end)
+        else:
+            raise InvalidInput(f"unknown reset target {to!r}", field="to")
+        plan.append(
+            {
+                "topic": tp[0],
+                "partition": tp[1],
+                "previous_offset": previous.get(tp),
+                "new_offset": new,
+                "log_start_offset": start,
+                "log_end_offset": end,
+            }
+        )
+    return plan
+
+
+# --- the lag history ---------------------------------------------------------------------------
+
+
+def sample_lag() -> int:
+    """Record one lag sample per partition of every group with committed offsets.
+
+    Returns the number of samples written. Samples older than
+    ``MILLRACE_LAG_HISTORY_HOURS`` are removed, so the series stays bounded.
+    """
+    now = timezone.now()
+    written = 0
+    groups = (
+        ConsumerGroup.objects.filter(offsets__isnull=False)
+        .distinct()
+        .select_related("tenant")
+        .order_by("tenant_id", "group_id")
+    )
+    for tenant, tenant_groups in groupby(groups, key=lambda g: g.tenant):
+        topics = {t.name: t for t in Topic.objects.filter(tenant=tenant)}
+        with Brokers(tenant) as brokers:
+            for group in tenant_groups:
+                _, offsets, failure = group_offsets(group, brokers)
+                if failure:
+                    break  # this tenant's brokers are unreachable: next tenant
+                samples = [
+                    LagSample(
+                        group=group,
+                        topic=topics[o["topic"]],
+                        partition=o["partition"],
+                        at=now,
+                        committed_offset=o["committed_offset"],
+                        log_end_offset=o["log_end_offset"],
+                        lag=o["lag"],
+                        lag_seconds=o["lag_seconds"],
+                    )
+                    for o in offsets
+                    if o["lag"] is not None and o["topic"] in topics
+                ]
+                LagSample.objects.bulk_create(samples)
+                written += len(samples)
+    horizon = now - timedelta(hours=settings.MILLRACE_LAG_HISTORY_HOURS)
+    LagSample.objects.filter(at__lt=horizon).delete()
+    return written

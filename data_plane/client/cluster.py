@@ -1,0 +1,305 @@
+"""A blocking client for a whole cluster: metadata, offsets, and record timestamps.
+
+Requests go to each partition's leader (found with Metadata), grouped so one request per
+broker answers for all of its partitions. Per-partition failures are returned as values
+(Kafka's error code), never raised, so one bad partition does not hide the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from data_plane.client.connection import Connection, KafkaClientError
+from data_plane.protocol.errors import ErrorCode
+from data_plane.records.batch import (
+    BATCH_HEADER_SIZE,
+    InvalidRecordBatch,
+    RecordBatch,
+    TimestampType,
+    read_header,
+)
+
+METADATA, LIST_OFFSETS, FETCH = 3, 2, 1
+EARLIEST, LATEST = -2, -1
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class OffsetAnswer:
+    """ListOffsets for one partition: the offset (and its record's timestamp), or an error."""
+
+    offset: int = -1
+    timestamp: int = -1
+    error: int = ErrorCode.NONE
+
+
+@dataclass(frozen=True)
+class PositionAnswer:
+    """What one partition looks like from one position (a Fetch of a single batch).
+
+    ``timestamp`` is the timestamp of the first record at or after the position (None when
+    there is none below the high watermark); ``log_start_offset`` and ``high_watermark``
+    are the partition's, as the leader reported them.
+    """
+
+    timestamp: int | None = None
+    log_start_offset: int = -1
+    high_watermark: int = -1
+    error: int = ErrorCode.NONE
+
+
+class ClusterClient:
+    def __init__(
+        self,
+        bootstrap: Iterable[tuple[str, int]],
+        *,
+        username: str,
+        password: str,
+        mechanism: str = "SCRAM-SHA-512",
+        client_id: str = "millrace",
+        timeout: float = 10.0,
+    ) -> None:
+        self._bootstrap = list(bootstrap)
+        self._auth = (mechanism, username, password)
+        self._client_id = client_id
+        self._timeout = timeout
+        self._connections: dict[tuple[str, int], Connection] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._leaders: dict[TopicPartition, int] = {}
+        self._partitions: dict[str, int] = {}
+        self._topic_errors: dict[str, int] = {}
+
+    def __enter__(self) -> ClusterClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+
+    # --- connections and metadata ---------------------------------------------------------
+
+    def _connection(self, address: tuple[str, int]) -> Connection:
+        conn = self._connections.get(address)
+        if conn is None:
+            conn = Connection(*address, client_id=self._client_id, timeout=self._timeout)
+            try:
+                conn.authenticate(*self._auth)
+            except KafkaClientError:
+                conn.close()
+                raise
+            self._connections[address] = conn
+        return conn
+
+    def _any_connection(self) -> Connection:
+        last: KafkaClientError | None = None
+        for address in [*self._connections, *self._bootstrap]:
+            try:
+                return self._connection(address)
+            except KafkaClientError as exc:
+                if exc.code not in (ErrorCode.BROKER_NOT_AVAILABLE, ErrorCode.NETWORK_EXCEPTION):
+                    raise
+                last = exc
+        raise last or KafkaClientError("no bootstrap brokers", ErrorCode.BROKER_NOT_AVAILABLE)
+
+    def refresh(self, topics: Iterable[str]) -> None:
+        """Learn the brokers and the leaders of ``topics``."""
+        names = sorted(set(topics))
+        if not names:
+            return
+        answer = self._any_connection().request(
+            METADATA,
+            9,
+            {
+                "topics": [{"name": n} for n in names],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+        self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in answer["brokers"]}
+        for topic in answer["topics"]:
+            name = topic["name"]
+            self._topic_errors[name] = topic["error_code"]
+            self._partitions[name] = len(topic["partitions"])
+            for p in topic["partitions"]:
+                if p["error_code"] == ErrorCode.NONE and p["leader_id"] >= 0:
+                    self._leaders[(name, p["partition_index"])] = p["leader_id"]
+
+    def partition_count(self, topic: str) -> int | None:
+        """Partitions of ``topic`` as of the last refresh (None: unknown or not allowed)."""
+        if self._topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            return None
+        return self._partitions.get(topic)
+
+    def _by_leader(
+        self, partitions: Iterable[TopicPartition]
+    ) -> tuple[dict[int, list[TopicPartition]], dict[TopicPartition, int]]:
+        wanted = list(dict.fromkeys(partitions))
+        self.refresh({t for t, _ in wanted})
+        groups: dict[int, list[TopicPartition]] = {}
+        errors: dict[TopicPartition, int] = {}
+        for tp in wanted:
+            topic_error = self._topic_errors.get(tp[0], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            leader = self._leaders.get(tp)
+            if topic_error != ErrorCode.NONE:
+                errors[tp] = topic_error
+            elif leader is None or leader not in self._brokers:
+                errors[tp] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if not 0 <= tp[1] < self._partitions.get(tp[0], 0)
+                    else ErrorCode.LEADER_NOT_AVAILABLE
+                )
+            else:
+                groups.setdefault(leader, []).append(tp)
+        return groups, errors
+
+    def _per_leader(
+        self, partitions: Iterable[TopicPartition], ask: Any, on_error: Any
+    ) -> dict[TopicPartition, Any]:
+        groups, errors = self._by_leader(partitions)
+        out: dict[TopicPartition, Any] = {tp: on_error(code) for tp, code in errors.items()}
+        for leader, tps in groups.items():
+            try:
+                out.update(ask(self._connection(self._brokers[leader]), tps))
+            except KafkaClientError as exc:
+                broken = self._connections.pop(self._brokers[leader], None)
+                if broken is not None:
+                    broken.close()
+                out.update({tp: on_error(exc.code) for tp in tps})
+        return out
+
+    # --- offsets ---------------------------------------------------------------------------
+
+    def list_offsets(
+        self, queries: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAnswer]:
+        """ListOffsets: ``EARLIEST``, ``LATEST`` or a timestamp (ms) per partition.
+
+        For a timestamp the answer is the first offset whose record has a timestamp at or
+        after it (offset -1 when every record is older).
+        """
+
+        def ask(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            topics: dict[str, list[dict[str, int]]] = {}
+            for topic, index in tps:
+                topics.setdefault(topic, []).append(
+                    {
+                        "partition_index": index,
+                        "current_leader_epoch": -1,
+                        "timestamp": queries[(topic, index)],
+                    }
+                )
+            answer = conn.request(
+                LIST_OFFSETS,
+                7,
+                {
+                    "replica_id": -1,
+                    "isolation_level": 0,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                },
+            )
+            return {
+                (t["name"], p["partition_index"]): OffsetAnswer(
+                    p["offset"], p["timestamp"], p["error_code"]
+                )
+                for t in answer["topics"]
+                for p in t["partitions"]
+            }
+
+        return self._per_leader(queries, ask, lambda code: OffsetAnswer(error=code))
+
+    def positions(
+        self, positions: Mapping[TopicPartition, int], *, max_bytes: int = 1 << 20
+    ) -> dict[TopicPartition, PositionAnswer]:
+        """For each partition, the timestamp of the record at (or after) an offset.
+
+        One Fetch per leader of at most ``max_bytes`` per partition: enough for the first
+        batch, which is all that is decoded. An offset below the log start reads from the
+        log start (the records before it are gone).
+        """
+
+        def ask(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            result = self._fetch(conn, {tp: positions[tp] for tp in tps}, max_bytes)
+            retry = {
+                tp: ans.log_start_offset
+                for tp, ans in result.items()
+                if ans.error == ErrorCode.OFFSET_OUT_OF_RANGE
+                and 0 <= positions[tp] < ans.log_start_offset
+            }
+            if retry:
+                result.update(self._fetch(conn, retry, max_bytes))
+            return result
+
+        return self._per_leader(positions, ask, lambda code: PositionAnswer(error=code))
+
+    def _fetch(
+        self, conn: Connection, positions: Mapping[TopicPartition, int], max_bytes: int
+    ) -> dict[TopicPartition, PositionAnswer]:
+        topics: dict[str, list[dict[str, int]]] = {}
+        for (topic, index), offset in positions.items():
+            topics.setdefault(topic, []).append(
+                {
+                    "partition": index,
+                    "current_leader_epoch": -1,
+                    "fetch_offset": offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": max_bytes,
+                }
+            )
+        answer = conn.request(
+            FETCH,
+            12,
+            {
+                "replica_id": -1,
+                "max_wait_ms": 0,
+                "min_bytes": 0,
+                "max_bytes": max_bytes * max(1, len(positions)),
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
+        if answer["error_code"] != ErrorCode.NONE:
+            raise KafkaClientError(f"fetch from {conn.address} failed", answer["error_code"])
+        out: dict[TopicPartition, PositionAnswer] = {}
+        for t in answer["responses"]:
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition_index"])
+                stamp = None
+                if p["error_code"] == ErrorCode.NONE and p["records"]:
+                    stamp = first_timestamp(bytes(p["records"]), positions[tp])
+                out[tp] = PositionAnswer(
+                    stamp, p["log_start_offset"], p["high_watermark"], p["error_code"]
+                )
+        return out
+
+
+def first_timestamp(records: bytes, offset: int) -> int | None:
+    """Timestamp of the first record at or after ``offset`` in whole batches of ``records``."""
+    pos = 0
+    while pos + BATCH_HEADER_SIZE <= len(records):
+        header = read_header(records, pos)
+        if pos + header.size > len(records):
+            break  # a batch cut off by the size limit
+        if header.last_offset >= offset and not header.is_control:
+            try:
+                batch = RecordBatch.decode(memoryview(records)[pos : pos + header.size])
+            except InvalidRecordBatch:
+                return None
+            for record in batch.records:
+                if record.offset >= offset:
+                    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+                        return header.max_timestamp
+                    return record.timestamp
+        pos += header.size
+    return None

@@ -1,0 +1,65 @@
+"""The internal principal: how Millrace's own services talk to its brokers.
+
+The control plane needs what only brokers know (log end offsets, the offset for a
+timestamp, the timestamp of the record a group will read next). It connects as a Kafka
+client with SCRAM, as the user ``__millrace-internal@<tenant slug>``: one tenant per
+connection, so everything it asks is scoped to that tenant exactly as a tenant's own key
+would be. The password is derived from a secret every Millrace process shares
+(``MILLRACE_INTERNAL_SECRET``, by default derived from ``SECRET_KEY``) and is never sent:
+the broker derives the same SCRAM credentials and checks the proof.
+
+The internal principal may only read and describe topics and describe the cluster and
+groups (no produce, no admin, no group membership or commits): it bypasses tenant ACLs for
+those operations only, as Kafka's ``super.users`` would, and tenant ACLs cannot grant it
+more.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+
+import scramp  # type: ignore[import-untyped]
+
+from data_plane.acl import Operation, ResourceType
+
+USER_PREFIX = "__millrace-internal@"
+PRINCIPAL_NAME = "User:__millrace-internal"
+ALLOWED = frozenset(
+    {
+        (Operation.READ, ResourceType.TOPIC),
+        (Operation.DESCRIBE, ResourceType.TOPIC),
+        (Operation.DESCRIBE, ResourceType.CLUSTER),
+        (Operation.DESCRIBE, ResourceType.GROUP),
+    }
+)
+MECHANISM = "SCRAM-SHA-512"
+ITERATIONS = 4096
+
+
+def username(tenant_slug: str) -> str:
+    return USER_PREFIX + tenant_slug
+
+
+def tenant_slug(user: str) -> str | None:
+    """The tenant an internal user name acts in, or None if it is not internal."""
+    if not user.startswith(USER_PREFIX):
+        return None
+    slug = user[len(USER_PREFIX) :]
+    return slug or None
+
+
+def password(secret: str) -> str:
+    """The internal password (never stored, never sent: SCRAM proves it)."""
+    return hmac.new(secret.encode(), b"millrace internal principal v1", hashlib.sha256).hexdigest()
+
+
+@functools.lru_cache(maxsize=256)
+def scram_credentials(secret: str, user: str, mechanism: str) -> tuple[bytes, bytes, bytes, int]:
+    """(salt, stored key, server key, iterations) for an internal user; deterministic."""
+    salt = hmac.new(secret.encode(), f"salt:{mechanism}:{user}".encode(), hashlib.sha256)
+    _, stored, server, iterations = scramp.ScramMechanism(mechanism).make_auth_info(
+        password(secret), iteration_count=ITERATIONS, salt=salt.digest()[:16]
+    )
+    return salt.digest()[:16], stored, server, iterations
