@@ -21,6 +21,7 @@ from data_plane.protocol.headers import (
     write_request_header,
 )
 from data_plane.protocol.messages import APIS
+from data_plane.protocol.types import ProtocolError
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 MAX_RESPONSE_BYTES = 256 * 2**20
@@ -77,11 +78,18 @@ class Connection:
                 f"broker {self.address}: {exc}", ErrorCode.NETWORK_EXCEPTION
             ) from None
         flexible = api.response.is_flexible(version)
-        correlation, pos = read_response_header(data, response_header_version(api_key, flexible))
-        if correlation != self._correlation:
+        try:
+            correlation, pos = read_response_header(
+                data, response_header_version(api_key, flexible)
+            )
+            if correlation != self._correlation:
+                raise ProtocolError(f"correlation id {correlation}, expected {self._correlation}")
+            result: dict[str, Any] = api.response.decode(data[pos:], version)
+        except ProtocolError as exc:
             self.close()
-            raise KafkaClientError(f"broker {self.address} answered out of order")
-        result: dict[str, Any] = api.response.decode(data[pos:], version)
+            raise KafkaClientError(
+                f"broker {self.address} sent a malformed answer: {exc}"
+            ) from None
         return result
 
     def authenticate(self, mechanism: str, username: str, password: str) -> None:
