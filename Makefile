@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format check-migrations clean bench-log bench-broker
+.PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench-log: install
 ## Broker benchmark against Redis Streams on this machine (see docs/performance.md).
 bench-broker: install
 	$(PY) -m data_plane.broker.bench
+
+## Consumer-group benchmark: rebalance times, offset-commit latency (metadata on local Postgres).
+bench-groups: install
+	$(PY) -m data_plane.groups.bench
 
 format: install
 	$(VENV)/bin/ruff format .

@@ -11,6 +11,7 @@ to the OS by default; the Redis server here runs without AOF or RDB).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,9 @@ def _emit(name: str, **fields: Any) -> None:
     print(json.dumps({"workload": name, **fields}), flush=True)
 
 
-def _manage(env: dict[str, str], *args: str) -> None:
-    subprocess.run(  # noqa: S603 - our own command line
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run one ``manage.py`` command to completion; its standard output."""
+    result = subprocess.run(  # noqa: S603 - our own command line
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
         env=env,
@@ -47,6 +50,73 @@ def _manage(env: dict[str, str], *args: str) -> None:
         capture_output=True,
         timeout=300,
     )
+    return result.stdout.decode()
+
+
+def bench_env(work: Path, extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a bench broker: embedded metadata unless ``extra_env`` says else."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(MILLRACE_DATA_DIR=str(work / "data"), PYTHONUNBUFFERED="1")
+    env.update(extra_env or {})
+    return env
+
+
+@contextlib.contextmanager
+def bench_broker(
+    work: Path, extra_env: Mapping[str, str] | None = None, cpu: str | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """Migrate, raise the default tenant's quotas, and run ``manage.py broker`` on loopback.
+
+    Yields (port, process); the broker (pinned to ``cpu`` with taskset if given) is
+    stopped on exit. Its log is ``work / "broker.log"``.
+    """
+    env = bench_env(work, extra_env)
+    manage(env, "migrate", "-v0")
+    manage(
+        env,
+        "shell",
+        "-c",
+        "from control_plane.core.bootstrap import ensure_first_admin as e; e();"
+        "from control_plane.tenancy.models import Tenant;"
+        "Tenant.objects.filter(slug='default').update(produce_byte_rate=2**40,"
+        " fetch_byte_rate=2**40, max_partitions=100000, max_storage_bytes=2**50)",
+    )
+    port = _free_port()
+    pin = [shutil.which("taskset") or "/usr/bin/taskset", "-c", cpu] if cpu else []
+    log_path = work / "broker.log"
+    with open(log_path, "wb") as log:
+        broker = subprocess.Popen(  # noqa: S603 - our own command line
+            [
+                *pin,
+                sys.executable,
+                "manage.py",
+                "broker",
+                "--port",
+                str(port),
+                "--allow-anonymous",
+                "--data-dir",
+                str(work / "broker"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "ready on" not in log_path.read_text():
+            if broker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(log_path.read_text()[-2000:])
+            time.sleep(0.2)
+        yield port, broker
+    finally:
+        if broker.poll() is None:
+            broker.terminate()
+            try:
+                broker.wait(60)
+            except subprocess.TimeoutExpired:
+                broker.kill()
+                broker.wait(10)
 
 
 def _rss_mb(pid: int) -> float:
@@ -136,120 +206,83 @@ def main(argv: list[str] | None = None) -> int:
     scale = 0.02 if args.quick else 1.0
     repeats = 1 if args.quick else args.repeats
     work = Path(tempfile.mkdtemp(prefix="millrace-broker-bench-"))
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env.update(MILLRACE_DATA_DIR=str(work / "data"), PYTHONUNBUFFERED="1")
-    port = _free_port()
-    broker = None
     try:
-        _manage(env, "migrate", "-v0")
-        _manage(
-            env,
-            "shell",
-            "-c",
-            "from control_plane.core.bootstrap import ensure_first_admin as e; e();"
-            "from control_plane.tenancy.models import Tenant;"
-            "Tenant.objects.filter(slug='default').update(produce_byte_rate=2**40,"
-            " fetch_byte_rate=2**40, max_partitions=100000, max_storage_bytes=2**50)",
-        )
-        log = open(work / "broker.log", "wb")  # lives as long as the broker
-        broker = subprocess.Popen(  # noqa: S603 - our own command line
-            [
-                shutil.which("taskset") or "/usr/bin/taskset",
-                "-c",
-                "1",
-                sys.executable,
-                "manage.py",
-                "broker",
-                "--port",
-                str(port),
-                "--allow-anonymous",
-                "--data-dir",
-                str(work / "broker"),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while "ready on" not in (work / "broker.log").read_text():
-            if broker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((work / "broker.log").read_text()[-2000:])
-            time.sleep(0.2)
-        os.sched_setaffinity(0, {0})
-        endpoint = perf.Endpoint(f"127.0.0.1:{port}")
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-        admin = AdminClient(endpoint.confluent())
-
-        def topic(partitions: int = 1) -> str:
-            name = f"bench-{uuid.uuid4().hex[:8]}"
-            admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-            return name
-
-        for size, records in ((100, int(2_000_000 * scale)), (1024, int(600_000 * scale))):
-            runs = []
-            for _ in range(repeats):
-                os.sync()  # earlier runs' dirty pages must not throttle this one's writes
-                runs.append(perf.produce(endpoint, topic(), records=records, size=size))
-            rates = [r["records_per_s"] for r in runs]
-            best = sorted(runs, key=lambda r: r["records_per_s"])[len(runs) // 2]
-            _emit(
-                f"produce_{size}b_acks1_1p",
-                records=records,
-                repeats=repeats,
-                records_per_s=_median(rates),
-                records_per_s_range=[min(rates), max(rates)],
-                mb_per_s=round(_median(rates) * size / 2**20, 1),
-                p50_ms=best.get("p50_ms"),
-                p99_ms=best.get("p99_ms"),
-                broker_rss_mb=_rss_mb(broker.pid),
-            )
-        backlog = topic()
-        backlog_records = int(20_000_000 * scale)  # 2 GB of 100-byte records at full scale
-        perf.produce(endpoint, backlog, records=backlog_records, size=100, timeout=1200)
-        consumed = perf.consume(endpoint, backlog, records=backlog_records, timeout=1200)
-        _emit(
-            "consume_backlog_100b",
-            records=consumed["records"],
-            records_per_s=consumed["records_per_s"],
-            mb_per_s=consumed["mb_per_s"],
-            broker_rss_mb=_rss_mb(broker.pid),
-        )
-        redis_records = int(1_000_000 * scale)
-        redis_produce, redis_consume = _redis_streams(redis_records, 100)
-        _emit(
-            "redis_streams_100b",
-            records=redis_records,
-            client="redis-py pipeline 1000",
-            produce_records_per_s=round(redis_produce),
-            consume_records_per_s=round(redis_consume),
-            persistence="none",
-        )
-        wide = topic(partitions=1000)
-        from confluent_kafka import Producer
-
-        producer = Producer(endpoint.confluent())
-        for p in range(1000):
-            producer.produce(wide, b"x", partition=p)
-        producer.flush(60)
-        time.sleep(2)
-        _emit("idle_partitions", partitions=1000, broker_rss_mb=_rss_mb(broker.pid))
-        stalled = _stalled_consumers(port, backlog, broker.pid)
-        _emit(
-            "stalled_consumers",
-            connections=20,
-            pipelined_fetches=20,
-            fetch_max_mb=64,
-            backlog_mb=round(backlog_records * 100 / 2**20),
-            **stalled,
-        )
+        with bench_broker(work, cpu="1") as (port, broker):
+            _run(port, broker, scale, repeats)
     finally:
-        if broker is not None and broker.poll() is None:
-            broker.terminate()
-            broker.wait(60)
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int) -> None:
+    os.sched_setaffinity(0, {0})
+    endpoint = perf.Endpoint(f"127.0.0.1:{port}")
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient(endpoint.confluent())
+
+    def topic(partitions: int = 1) -> str:
+        name = f"bench-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+        return name
+
+    for size, records in ((100, int(2_000_000 * scale)), (1024, int(600_000 * scale))):
+        runs = []
+        for _ in range(repeats):
+            os.sync()  # earlier runs' dirty pages must not throttle this one's writes
+            runs.append(perf.produce(endpoint, topic(), records=records, size=size))
+        rates = [r["records_per_s"] for r in runs]
+        best = sorted(runs, key=lambda r: r["records_per_s"])[len(runs) // 2]
+        _emit(
+            f"produce_{size}b_acks1_1p",
+            records=records,
+            repeats=repeats,
+            records_per_s=_median(rates),
+            records_per_s_range=[min(rates), max(rates)],
+            mb_per_s=round(_median(rates) * size / 2**20, 1),
+            p50_ms=best.get("p50_ms"),
+            p99_ms=best.get("p99_ms"),
+            broker_rss_mb=_rss_mb(broker.pid),
+        )
+    backlog = topic()
+    backlog_records = int(20_000_000 * scale)  # 2 GB of 100-byte records at full scale
+    perf.produce(endpoint, backlog, records=backlog_records, size=100, timeout=1200)
+    consumed = perf.consume(endpoint, backlog, records=backlog_records, timeout=1200)
+    _emit(
+        "consume_backlog_100b",
+        records=consumed["records"],
+        records_per_s=consumed["records_per_s"],
+        mb_per_s=consumed["mb_per_s"],
+        broker_rss_mb=_rss_mb(broker.pid),
+    )
+    redis_records = int(1_000_000 * scale)
+    redis_produce, redis_consume = _redis_streams(redis_records, 100)
+    _emit(
+        "redis_streams_100b",
+        records=redis_records,
+        client="redis-py pipeline 1000",
+        produce_records_per_s=round(redis_produce),
+        consume_records_per_s=round(redis_consume),
+        persistence="none",
+    )
+    wide = topic(partitions=1000)
+    from confluent_kafka import Producer
+
+    producer = Producer(endpoint.confluent())
+    for p in range(1000):
+        producer.produce(wide, b"x", partition=p)
+    producer.flush(60)
+    time.sleep(2)
+    _emit("idle_partitions", partitions=1000, broker_rss_mb=_rss_mb(broker.pid))
+    stalled = _stalled_consumers(port, backlog, broker.pid)
+    _emit(
+        "stalled_consumers",
+        connections=20,
+        pipelined_fetches=20,
+        fetch_max_mb=64,
+        backlog_mb=round(backlog_records * 100 / 2**20),
+        **stalled,
+    )
 
 
 if __name__ == "__main__":
