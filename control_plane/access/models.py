@@ -22,7 +22,7 @@ from data_plane.acl import (
     ResourceType,
 )
 
-SERVICE_ACCOUNT_NAME_REGEX = r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$"
+SERVICE_ACCOUNT_NAME_REGEX = r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}\Z"
 
 
 class ServiceAccount(models.Model):

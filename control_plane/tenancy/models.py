@@ -7,7 +7,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 SLUG_VALIDATOR = RegexValidator(
-    r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
+    r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?\Z",
     "use 1-50 lowercase letters, digits and hyphens, starting and ending with a letter or digit",
 )
 
