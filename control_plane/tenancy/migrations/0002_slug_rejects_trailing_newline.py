@@ -5,15 +5,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenancy', '0001_initial'),
+        ("tenancy", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='tenant',
-            name='slug',
-            field=models.SlugField(unique=True, validators=[django.core.validators.RegexValidator('^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?\\Z', 'use 1-50 lowercase letters, digits and hyphens, starting and ending with a letter or digit')]),
+            model_name="tenant",
+            name="slug",
+            field=models.SlugField(
+                unique=True,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?\\Z",
+                        "use 1-50 lowercase letters, digits and hyphens, starting and ending with a letter or digit",
+                    )
+                ],
+            ),
         ),
     ]
