@@ -7,6 +7,7 @@ and brokers hear of the change only after commit (``notify_metadata_changed``).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ from control_plane.core.actor import Actor
 from control_plane.core.errors import AlreadyExists, InvalidInput, LimitExceeded
 from control_plane.core.notify import notify_metadata_changed
 from control_plane.tenancy.models import Tenant
+from data_plane.placement import BrokerSlot, PlacementError, assign_replicas, rack_alternating
 from data_plane.topic_config import (
     TOPIC_CONFIGS,
     InvalidConfig,
@@ -89,8 +91,76 @@ def _validated_configs(configs: Mapping[str, object], replication_factor: int) -
         raise InvalidInput(exc.message, field=f"configs.{exc.key}") from None
 
 
+def _live_slots() -> list[BrokerSlot]:
+    live = Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS).order_by("id")
+    return [BrokerSlot(b.id, b.rack or None) for b in live]
+
+
+def _placement_start(topic: Topic, slots: list[BrokerSlot]) -> int:
+    """Where partition 0's replicas began (so added partitions continue the pattern);
+    a random broker for a new topic, as Kafka does."""
+    first = Partition.objects.filter(topic=topic, index=0).values_list("replicas", flat=True)
+    ordered = [b.id for b in rack_alternating(slots)]
+    replicas = first.first() or []
+    if replicas and replicas[0] in ordered:
+        return ordered.index(replicas[0])
+    return secrets.randbelow(len(slots))
+
+
+def place_replicas(topic: Topic, start: int, stop: int, slots: list[BrokerSlot]) -> list[list[int]]:
+    """Replica lists for partitions ``start``..``stop`` over the live brokers ``slots``."""
+    try:
+        return assign_replicas(
+            slots,
+            stop - start,
+            topic.replication_factor,
+            first_partition=start,
+            start=_placement_start(topic, slots),
+        )
+    except PlacementError as exc:
+        raise InvalidInput(str(exc), field="replication_factor") from None
+
+
 def _create_partitions(topic: Topic, start: int, stop: int) -> None:
-    Partition.objects.bulk_create(Partition(topic=topic, index=i) for i in range(start, stop))
+    """New partitions, with replicas on the live brokers (all in the ISR, the first leads).
+
+    Before any broker has registered they stay unassigned; the first brokers to come up
+    place them (``assign_unassigned_partitions``).
+    """
+    slots = _live_slots()
+    if not slots:
+        Partition.objects.bulk_create(Partition(topic=topic, index=i) for i in range(start, stop))
+        return
+    plan = place_replicas(topic, start, stop, slots)
+    Partition.objects.bulk_create(
+        Partition(topic=topic, index=i, replicas=r, leader=r[0], isr=r)
+        for i, r in zip(range(start, stop), plan, strict=True)
+    )
+
+
+def assign_unassigned_partitions() -> int:
+    """Place partitions created before enough brokers were up; returns how many.
+
+    A topic whose replication factor the live brokers cannot meet yet stays unassigned
+    (its partitions are offline) until they can.
+    """
+    slots = _live_slots()
+    done = 0
+    if not slots:
+        return 0
+    topic_ids = Partition.objects.filter(replicas=[]).values_list("topic_id", flat=True)
+    for topic in Topic.objects.filter(pk__in=set(topic_ids)).select_for_update():
+        if topic.replication_factor > len(slots):
+            continue
+        rows = list(Partition.objects.filter(topic=topic, replicas=[]).order_by("index"))
+        for row in rows:
+            (replicas,) = place_replicas(topic, row.index, row.index + 1, slots)
+            Partition.objects.filter(pk=row.pk, replicas=[]).update(
+                replicas=replicas, leader=replicas[0], isr=replicas
+            )
+            done += 1
+        notify_metadata_changed("topic.partitions_assigned", topic_id=str(topic.topic_id))
+    return done
 
 
 def _topic_changed(

@@ -273,13 +273,11 @@ class DjangoMetadataStore:
             block.save(update_fields=["next_id"])
         return first
 
-    def assign_unassigned_partitions(self, broker_id: int) -> int:
-        """Single-broker assignment (Step 3); Step 5's controller spreads replicas."""
+    def assign_unassigned_partitions(self) -> int:
+        """Place partitions created before enough brokers were up, over the live brokers."""
         close_old_connections()
         with transaction.atomic():
-            return Partition.objects.filter(leader__isnull=True).update(
-                leader=broker_id, replicas=[broker_id], isr=[broker_id]
-            )
+            return catalog_services.assign_unassigned_partitions()
 
     # --- admin -------------------------------------------------------------------------------
 

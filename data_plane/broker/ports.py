@@ -63,8 +63,8 @@ class MetadataStore(Protocol):
         """Claim ``count`` producer ids; returns the first (the block is unique forever)."""
         ...
 
-    def assign_unassigned_partitions(self, broker_id: int) -> int:
-        """Give this (single) broker every partition without replicas; returns the count."""
+    def assign_unassigned_partitions(self) -> int:
+        """Place partitions that have no replicas yet over the live brokers; the count."""
         ...
 
     # --- admin, through the control plane's services (audit included) -------------------

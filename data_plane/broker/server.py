@@ -2,9 +2,9 @@
 
 * **Metadata** arrives as immutable snapshots from the store, refreshed by a worker thread
   on every change notification and at least every ``metadata_refresh_seconds``; handlers
-  read ``broker.snapshot`` without locks. Unassigned partitions are taken by this broker
-  (single-node Step 3), logs of deleted topics are removed, and config changes reach the
-  open logs.
+  read ``broker.snapshot`` without locks. Partitions created before enough brokers were
+  up are placed over the live brokers, logs of deleted topics are removed, and config
+  changes reach the open logs.
 * **Connections** are handled one request at a time, in order (Kafka mutes a connection
   while its request is in flight), so responses never reorder and one slow client holds
   at most one request's worth of memory. Frames are capped before allocation: 512 KiB
@@ -212,15 +212,15 @@ class Broker:
         async with self._refresh_lock:
             snapshot = await self.call_store(self.store.snapshot)
             unassigned = any(
-                p.leader is None
+                not p.replicas
                 for topics in snapshot.topics.values()
                 for t in topics.values()
                 for p in t.partitions
             )
+            placed = 0
             if unassigned:
-                await self.call_store(
-                    self.store.assign_unassigned_partitions, self.config.broker_id
-                )
+                placed = await self.call_store(self.store.assign_unassigned_partitions)
+            if placed:
                 snapshot = await self.call_store(self.store.snapshot)
             self.snapshot = snapshot
             await asyncio.to_thread(self._reconcile_logs, snapshot)
