@@ -33,6 +33,14 @@ app.conf.beat_schedule = {
         "task": "millrace.groups.expire_offsets",
         "schedule": 600.0,
     },
+    "controller-tick": {
+        "task": "millrace.controller.tick",
+        "schedule": 1.0,
+    },
+    "preferred-leader-election": {
+        "task": "millrace.controller.preferred_leader_election",
+        "schedule": 300.0,
+    },
     "sample-group-lag": {
         "task": "millrace.groups.sample_lag",
         "schedule": _lag_interval(),

@@ -103,6 +103,7 @@ INSTALLED_APPS = [
     "control_plane.tenancy",
     "control_plane.catalog",
     "control_plane.groups",
+    "control_plane.controller",
     "control_plane.access",
     "control_plane.audit",
     "control_plane.api",

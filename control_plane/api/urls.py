@@ -19,6 +19,7 @@ router.register(f"{TENANT}/acls", views.AclViewSet, basename="acl")
 router.register(f"{TENANT}/consumer-groups", views.ConsumerGroupViewSet, basename="consumer-group")
 router.register(f"{TENANT}/audit-events", views.AuditEventViewSet, basename="audit-event")
 router.register("brokers", views.BrokerViewSet, basename="broker")
+router.register("cluster/partitions", views.ClusterPartitionViewSet, basename="cluster-partition")
 
 app_name = "api"
 urlpatterns = [

@@ -1,0 +1,196 @@
+"""The controller: fencing, elections from the ISR, unclean elections, AlterPartition, and
+one decision winning when controllers race."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from control_plane.audit.models import AuditEvent
+from control_plane.catalog import services as catalog_services
+from control_plane.catalog.models import Broker, BrokerState, Partition
+from control_plane.controller import services as controller
+from data_plane.protocol.errors import ErrorCode as E
+from tests.conftest import SYSTEM, session_client
+
+pytestmark = pytest.mark.django_db
+
+
+def brokers(*ids):
+    for broker_id in ids:
+        Broker.objects.update_or_create(
+            id=broker_id, defaults={"host": "127.0.0.1", "port": 9000 + broker_id}
+        )
+
+
+def kill(*ids):
+    """Let these brokers' leases expire."""
+    Broker.objects.filter(id__in=ids).update(last_heartbeat=timezone.now() - timedelta(minutes=5))
+
+
+def revive(*ids):
+    Broker.objects.filter(id__in=ids).update(
+        last_heartbeat=timezone.now(), state=BrokerState.RUNNING
+    )
+
+
+def topic(tenant, name="orders", partitions=1, rf=3, configs=None):
+    return catalog_services.create_topic(
+        SYSTEM,
+        tenant,
+        name=name,
+        partition_count=partitions,
+        replication_factor=rf,
+        configs=configs or {},
+    )
+
+
+def state(t, index=0):
+    p = Partition.objects.get(topic=t, index=index)
+    return p.leader, p.leader_epoch, list(p.isr), p.partition_epoch
+
+
+def set_row(t, **fields):
+    Partition.objects.filter(topic=t, index=0).update(**fields)
+
+
+def test_dead_leader_is_replaced_from_the_isr_and_epochs_move(tenant_a):
+    brokers(1, 2, 3)
+    t = topic(tenant_a)
+    set_row(t, replicas=[1, 2, 3], leader=1, isr=[1, 2, 3])
+    assert controller.controller_tick() == []  # all is well: nothing to do
+    kill(1)
+    (change,) = controller.controller_tick()
+    assert (change.leader, change.leader_epoch, change.isr) == (2, 1, (2, 3))
+    assert state(t) == (2, 1, [2, 3], 1)
+    assert Broker.objects.get(id=1).state == BrokerState.FENCED
+    assert controller.controller_tick() == []  # decided once
+
+
+def test_a_dead_follower_leaves_the_isr_without_a_new_leader_epoch(tenant_a):
+    brokers(1, 2, 3)
+    t = topic(tenant_a)
+    set_row(t, replicas=[1, 2, 3], leader=1, isr=[1, 2, 3])
+    kill(3)
+    controller.controller_tick()
+    assert state(t) == (1, 0, [1, 2], 1)
+
+
+def test_last_in_sync_replica_keeps_its_place_and_leads_again(tenant_a):
+    brokers(1, 2, 3)
+    t = topic(tenant_a)
+    set_row(t, replicas=[1, 2, 3], leader=1, isr=[1])
+    kill(1)
+    controller.controller_tick()
+    assert state(t) == (None, 1, [1], 1)  # offline: 2 and 3 are out of sync
+    assert controller.controller_tick() == []
+    revive(1)
+    controller.controller_tick()
+    assert state(t) == (1, 2, [1], 2)
+
+
+def test_unclean_election_only_where_the_topic_allows_it_and_audited(tenant_a):
+    brokers(1, 2, 3)
+    t = topic(tenant_a, configs={"unclean.leader.election.enable": "true"})
+    set_row(t, replicas=[1, 2, 3], leader=1, isr=[1])
+    kill(1)
+    controller.controller_tick()
+    assert state(t) == (2, 1, [2], 1)
+    event = AuditEvent.objects.get(action="partition.unclean_election")
+    assert event.before == {"leader": 1, "isr": [1]} and event.after == {"leader": 2, "isr": [2]}
+
+
+def test_preferred_leader_election(tenant_a):
+    brokers(1, 2, 3)
+    t = topic(tenant_a)
+    set_row(t, replicas=[1, 2, 3], leader=2, leader_epoch=4, isr=[1, 2, 3], partition_epoch=7)
+    (change,) = controller.preferred_leader_election()
+    assert state(t) == (1, 5, [1, 2, 3], 8) and change.reason == "preferred leader"
+    assert controller.preferred_leader_election() == []
+
+
+def test_alter_partition_checks_leader_and_epochs(tenant_a):
+    brokers(1, 2, 3)
+    t = topic(tenant_a)
+    set_row(t, replicas=[1, 2, 3], leader=1, leader_epoch=3, isr=[1, 2, 3], partition_epoch=5)
+    tid = str(t.topic_id)
+
+    def alter(**kw):
+        args = {"leader": 1, "leader_epoch": 3, "partition_epoch": 5, "new_isr": [1, 2]}
+        return controller.alter_partition(tid, 0, **{**args, **kw})
+
+    assert alter(leader=2).error == E.FENCED_LEADER_EPOCH
+    assert alter(leader_epoch=2).error == E.FENCED_LEADER_EPOCH
+    assert alter(partition_epoch=4).error == E.INVALID_UPDATE_VERSION
+    assert alter(new_isr=[2, 3]).error == E.INVALID_REQUEST  # without the leader
+    assert alter(new_isr=[1, 9]).error == E.INVALID_REQUEST  # not a replica
+    assert controller.alter_partition(
+        str(t.topic_id), 7, leader=1, leader_epoch=3, partition_epoch=5, new_isr=[1]
+    ).error == (E.UNKNOWN_TOPIC_OR_PARTITION)
+    assert state(t) == (1, 3, [1, 2, 3], 5)  # nothing applied
+    shrunk = alter(new_isr=[2, 1])
+    assert (shrunk.error, shrunk.partition_epoch, shrunk.isr) == (E.NONE, 6, (1, 2))
+    assert state(t) == (1, 3, [1, 2], 6)
+    # Expanding to a dead broker that is not in the ISR is refused.
+    kill(3)
+    assert alter(partition_epoch=6, new_isr=[1, 2, 3]).error == E.INELIGIBLE_REPLICA
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_controllers_make_one_decision(tenant_a):
+    brokers(1, 2, 3)
+    t = topic(tenant_a, partitions=8)
+    Partition.objects.filter(topic=t).update(replicas=[1, 2, 3], leader=1, isr=[1, 2, 3])
+    kill(1)
+    results: list[list[controller.Change]] = []
+    barrier = threading.Barrier(4)
+
+    def run():
+        try:
+            rows = list(Partition.objects.filter(topic=t).select_related("topic__tenant"))
+            barrier.wait(10)  # all four read the same epochs before anyone writes
+            results.append(controller.elect_leaders(rows))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    made = [c for r in results for c in r]
+    assert len(results) == 4 and len(made) == 8  # one change per partition, in total
+    for index in range(8):
+        assert state(t, index) == (2, 1, [2, 3], 1)
+
+
+def test_operators_see_brokers_and_unhealthy_partitions(tenant_a, operator, owner):
+    brokers(1, 2, 3)
+    t = topic(tenant_a, partitions=3)
+    Partition.objects.filter(topic=t).update(replicas=[1, 2, 3], leader=1, isr=[1, 2, 3])
+    kill(3)
+    controller.controller_tick()  # 3 leaves every ISR: under-replicated
+    set_row(t, leader=None)  # partition 0 offline
+    api = session_client(operator)
+    listed = {b["id"]: b for b in api.get("/api/v1/brokers/").json()["results"]}
+    assert (listed[1]["live"], listed[1]["leader_count"], listed[1]["replica_count"]) == (
+        True,
+        2,
+        3,
+    )
+    assert (listed[3]["live"], listed[3]["state"]) == (False, "fenced")
+    under = api.get("/api/v1/cluster/partitions/?status=under_replicated").json()["results"]
+    assert [(p["topic"], p["partition"], p["isr"]) for p in under] == [
+        ("orders", 1, [1, 2]),
+        ("orders", 2, [1, 2]),
+    ]
+    offline = api.get("/api/v1/cluster/partitions/?status=offline").json()["results"]
+    assert [(p["tenant"], p["partition"]) for p in offline] == [(tenant_a.slug, 0)]
+    bad = api.get("/api/v1/cluster/partitions/?status=sideways")
+    assert bad.status_code == 400 and "status" in bad.json()["error"]["details"]
+    # Tenant owners are not operators.
+    assert session_client(owner).get("/api/v1/cluster/partitions/").status_code == 403
