@@ -266,6 +266,9 @@ MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS = envint(
     "MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS", 3_000, minimum=0
 )
 MILLRACE_GROUP_MAX_SIZE = envint("MILLRACE_GROUP_MAX_SIZE", 1_000, minimum=1)
+# Replication (Kafka's replica.lag.time.max.ms and replica.fetch.wait.max.ms).
+MILLRACE_REPLICA_LAG_TIME_MAX_MS = envint("MILLRACE_REPLICA_LAG_TIME_MAX_MS", 30_000, minimum=100)
+MILLRACE_REPLICA_FETCH_WAIT_MS = envint("MILLRACE_REPLICA_FETCH_WAIT_MS", 500, minimum=10)
 MILLRACE_OFFSETS_RETENTION_MINUTES = envint("MILLRACE_OFFSETS_RETENTION_MINUTES", 10_080, minimum=1)
 # Lag history for the console's charts: one sample per group partition every interval,
 # kept for the window.

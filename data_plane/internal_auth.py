@@ -25,6 +25,10 @@ import scramp  # type: ignore[import-untyped]
 from data_plane.acl import Operation, ResourceType
 
 USER_PREFIX = "__millrace-internal@"
+# Brokers fetching from each other (replication): one principal for the whole cluster, which
+# names topics by topic id because it belongs to no tenant.
+BROKER_USER = "__millrace-broker"
+BROKER_PRINCIPAL_NAME = "User:__millrace-broker"
 PRINCIPAL_NAME = "User:__millrace-internal"
 ALLOWED = frozenset(
     {

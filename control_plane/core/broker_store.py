@@ -25,6 +25,7 @@ from control_plane.access import services as access_services
 from control_plane.access.models import Acl, ApiKey
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Broker, BrokerState, Partition, ProducerIdBlock, Topic
+from control_plane.controller import services as controller_services
 from control_plane.core.actor import Actor
 from control_plane.core.errors import (
     AlreadyExists,
@@ -105,7 +106,12 @@ class DjangoMetadataStore:
             for p in Partition.objects.order_by("topic_id", "index"):
                 partitions.setdefault(p.topic_id, []).append(
                     PartitionInfo(
-                        p.index, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr)
+                        p.index,
+                        p.leader,
+                        p.leader_epoch,
+                        tuple(p.replicas),
+                        tuple(p.isr),
+                        p.partition_epoch,
                     )
                 )
             topics: dict[int, dict[str, TopicInfo]] = {}
@@ -189,6 +195,12 @@ class DjangoMetadataStore:
         return Tenant.objects.filter(slug=slug).first()
 
     def scram_credentials(self, key_id: str, mechanism: str) -> ScramCredentials | None:
+        if key_id == internal_auth.BROKER_USER:
+            return ScramCredentials(
+                *internal_auth.scram_credentials(
+                    settings.MILLRACE_INTERNAL_SECRET, key_id, mechanism
+                )
+            )
         if internal_auth.tenant_slug(key_id) is not None:
             if self._internal_tenant(key_id) is None:
                 return None
@@ -209,6 +221,10 @@ class DjangoMetadataStore:
         )
 
     def principal_for_key(self, key_id: str) -> Principal | None:
+        if key_id == internal_auth.BROKER_USER:
+            return Principal(
+                0, "", internal_auth.BROKER_PRINCIPAL_NAME, key_id, internal=True, broker=True
+            )
         if internal_auth.tenant_slug(key_id) is not None:
             tenant = self._internal_tenant(key_id)
             if tenant is None:
@@ -272,6 +288,26 @@ class DjangoMetadataStore:
             block.next_id = first + count
             block.save(update_fields=["next_id"])
         return first
+
+    def alter_partition(
+        self,
+        topic_id: str,
+        index: int,
+        leader: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        isr: list[int],
+    ) -> tuple[int, int, int, tuple[int, ...]]:
+        close_old_connections()
+        result = controller_services.alter_partition(
+            topic_id,
+            index,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            new_isr=isr,
+        )
+        return result.error, result.leader_epoch, result.partition_epoch, result.isr
 
     def assign_unassigned_partitions(self) -> int:
         """Place partitions created before enough brokers were up, over the live brokers."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,11 @@ class Context:
     def topic(self, name: str | None) -> TopicInfo | None:
         if name is None:
             return None
+        if self.principal.broker:
+            try:
+                return self.broker.snapshot.topic_by_id(uuid.UUID(name))
+            except ValueError:
+                return None
         return self.broker.snapshot.topic(self.principal.tenant_id, name)
 
 
@@ -123,7 +129,7 @@ async def handle_metadata(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
         await b.refresh_metadata()
     return {
         "throttle_time_ms": 0,
-        "brokers": [b.broker_metadata()],
+        "brokers": b.cluster_metadata(),
         "cluster_id": b.snapshot.cluster_id,
         "controller_id": b.config.broker_id,
         "topics": topics,
@@ -191,11 +197,17 @@ def _topic_metadata(b: Broker, topic: TopicInfo) -> dict[str, Any]:
 # --- Produce ------------------------------------------------------------------------------
 
 
+def _min_insync(topic: TopicInfo) -> int:
+    return int(effective_configs(topic.configs)["min.insync.replicas"])
+
+
 async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | None:
     b = ctx.broker
     acks = req["acks"]
     results = []
     total_bytes = 0
+    # acks=all: (response entry, log, last offset, leader state, min ISR) to wait for.
+    waiting: list[tuple[dict[str, Any], PartitionLog, int, Any, int]] = []
     for t in req["topic_data"]:
         partitions = []
         topic = ctx.topic(t["name"])
@@ -217,10 +229,20 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
                 code, message = E.POLICY_VIOLATION, "tenant storage limit reached"
             else:
                 log, code = b.leader_log(topic, p["index"])
-            if log is not None and code == E.NONE:
+            state = None
+            if log is not None and code == E.NONE and topic is not None:
+                state = b.replicas.leader_state(topic, p["index"])
+                if acks == -1 and state is not None and len(state.isr) < _min_insync(topic):
+                    code = E.NOT_ENOUGH_REPLICAS
+                    message = (
+                        f"the ISR has {len(state.isr)} replicas; min.insync.replicas is "
+                        f"{_min_insync(topic)}"
+                    )
+            if log is not None and code == E.NONE and topic is not None:
                 try:
-                    info = log.append(records)
-                    b.after_append(ctx.principal.tenant_id, log, len(records))
+                    epoch = topic.partitions[p["index"]].leader_epoch
+                    info = log.append(records, leader_epoch=epoch)
+                    b.after_append(ctx.principal.tenant_id, log, len(records), state)
                 except InvalidRecordBatch as exc:
                     code = E.MESSAGE_TOO_LARGE if exc.reason == "too_large" else E.CORRUPT_MESSAGE
                     message = str(exc)
@@ -230,18 +252,22 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
                     code, message = E.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)
                 except LogIOError as exc:
                     code, message = E.KAFKA_STORAGE_ERROR, str(exc)
-            partitions.append(
-                {
-                    "index": p["index"],
-                    "error_code": code,
-                    "base_offset": info.first_offset if info else -1,
-                    "log_append_time_ms": info.log_append_time if info else -1,
-                    "log_start_offset": log.log_start_offset if log is not None else -1,
-                    "record_errors": [],
-                    "error_message": message,
-                }
-            )
+            entry = {
+                "index": p["index"],
+                "error_code": code,
+                "base_offset": info.first_offset if info else -1,
+                "log_append_time_ms": info.log_append_time if info else -1,
+                "log_start_offset": log.log_start_offset if log is not None else -1,
+                "record_errors": [],
+                "error_message": message,
+            }
+            partitions.append(entry)
+            if acks == -1 and state is not None and info is not None and log is not None:
+                assert topic is not None
+                waiting.append((entry, log, info.last_offset, state, _min_insync(topic)))
         results.append({"name": t["name"], "partition_responses": partitions})
+    if waiting:
+        await _wait_for_replicas(b, waiting, req["timeout_ms"])
     throttle = b.quotas.record(
         ctx.principal.tenant_id,
         "produce",
@@ -253,6 +279,22 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
             await asyncio.sleep(throttle / 1000)
         return None
     return {"responses": results, "throttle_time_ms": throttle}
+
+
+async def _wait_for_replicas(
+    b: Broker, waiting: list[tuple[dict[str, Any], PartitionLog, int, Any, int]], timeout_ms: int
+) -> None:
+    """acks=all: answer once the ISR holds each batch (the high watermark passed it)."""
+    deadline = time.monotonic() + max(0, timeout_ms) / 1000
+    for entry, log, last_offset, state, min_isr in waiting:
+        if not await b.replicas.wait_for_high_watermark(log, last_offset, deadline):
+            entry["error_code"] = E.REQUEST_TIMED_OUT
+            entry["error_message"] = "the in-sync replicas did not confirm the write in time"
+        elif len(state.isr) < min_isr:
+            entry["error_code"] = E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            entry["error_message"] = (
+                f"written, but the ISR shrank to {len(state.isr)} (min.insync.replicas {min_isr})"
+            )
 
 
 async def handle_init_producer_id(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
@@ -293,9 +335,22 @@ async def handle_init_producer_id(ctx: Context, req: dict[str, Any]) -> dict[str
 # --- Fetch ----------------------------------------------------------------------------------
 
 
+def epoch_error(topic: TopicInfo, index: int, current_leader_epoch: int) -> int:
+    """KIP-320 fencing: a request that names a leader epoch must name the current one."""
+    if current_leader_epoch < 0 or not 0 <= index < topic.partition_count:
+        return E.NONE
+    epoch = topic.partitions[index].leader_epoch
+    if current_leader_epoch < epoch:
+        return E.FENCED_LEADER_EPOCH
+    if current_leader_epoch > epoch:
+        return E.UNKNOWN_LEADER_EPOCH
+    return E.NONE
+
+
 async def handle_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
     b = ctx.broker
-    if req.get("replica_id", -1) >= 0:
+    replica = req.get("replica_id", -1)
+    if replica >= 0 and not ctx.principal.broker:
         return {
             "throttle_time_ms": 0,
             "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
@@ -303,18 +358,25 @@ async def handle_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
             "responses": [],
         }
     deadline = time.monotonic() + max(0, req["max_wait_ms"]) / 1000
+    first = True
     while True:
         waiter = b.data_arrived()
-        responses, total = _read_fetch(ctx, req)
+        responses, total = _read_fetch(ctx, req, replica if first else -1)
+        first = False
         if total >= req["min_bytes"] or time.monotonic() >= deadline:
             break
         try:
             await asyncio.wait_for(waiter.wait(), deadline - time.monotonic())
         except TimeoutError:
             pass
-    throttle = b.quotas.record(
-        ctx.principal.tenant_id, "fetch", total, b.tenant_rate(ctx.principal.tenant_id, "fetch")
-    )
+    throttle = 0
+    if replica < 0:  # replication is not a tenant's consumption
+        throttle = b.quotas.record(
+            ctx.principal.tenant_id,
+            "fetch",
+            total,
+            b.tenant_rate(ctx.principal.tenant_id, "fetch"),
+        )
     return {
         "throttle_time_ms": throttle,
         "error_code": E.NONE,
@@ -323,7 +385,13 @@ async def handle_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _read_fetch(ctx: Context, req: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+def _read_fetch(
+    ctx: Context, req: dict[str, Any], record_replica: int = -1
+) -> tuple[list[dict[str, Any]], int]:
+    """One pass over the requested partitions. Consumers read up to the high watermark; a
+    follower (``replica_id``) reads up to the log end, and ``record_replica`` tells the
+    leader where that follower is (once per request)."""
+    replica = req.get("replica_id", -1)
     budget = req.get("max_bytes", 0x7FFFFFFF)
     total = 0
     responses = []
@@ -344,9 +412,20 @@ def _read_fetch(ctx: Context, req: dict[str, Any]) -> tuple[list[dict[str, Any]]
             }
             partitions.append(entry)
             log, code = partition_log(ctx, topic, allowed, p["partition"])
-            if log is None:
+            if log is not None and topic is not None:
+                code = epoch_error(topic, p["partition"], p.get("current_leader_epoch", -1))
+            if log is None or code != E.NONE or topic is None:
                 entry["error_code"] = code
                 continue
+            upto: int | None = log.high_watermark
+            if replica >= 0:
+                state = ctx.broker.replicas.leader_state(topic, p["partition"])
+                if state is None:
+                    entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
+                    continue
+                if record_replica >= 0:
+                    ctx.broker.replicas.follower_fetched(state, replica, p["fetch_offset"])
+                upto = None
             entry.update(
                 high_watermark=log.high_watermark,
                 last_stable_offset=log.high_watermark,
@@ -354,9 +433,7 @@ def _read_fetch(ctx: Context, req: dict[str, Any]) -> tuple[list[dict[str, Any]]
             )
             limit = min(p["partition_max_bytes"], max(0, budget - total))
             try:
-                found = log.read(
-                    p["fetch_offset"], limit, max_offset=log.high_watermark, min_one=total == 0
-                )
+                found = log.read(p["fetch_offset"], limit, max_offset=upto, min_one=total == 0)
             except OffsetOutOfRange:
                 entry["error_code"] = E.OFFSET_OUT_OF_RANGE
                 continue
@@ -365,6 +442,36 @@ def _read_fetch(ctx: Context, req: dict[str, Any]) -> tuple[list[dict[str, Any]]
                 total += found.length
         responses.append({"topic": t["topic"], "partitions": partitions})
     return responses, total
+
+
+# --- OffsetForLeaderEpoch ---------------------------------------------------------------------
+
+
+async def handle_offset_for_leader_epoch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    """Where an epoch ends in the leader's log: (the largest epoch <= it, its end offset)."""
+    topics = []
+    for t in req["topics"]:
+        topic = ctx.topic(t["topic"])
+        allowed = topic is not None and ctx.may(Operation.DESCRIBE, T, t["topic"])
+        partitions = []
+        for p in t["partitions"]:
+            entry = {
+                "error_code": E.NONE,
+                "partition": p["partition"],
+                "leader_epoch": -1,
+                "end_offset": -1,
+            }
+            partitions.append(entry)
+            log, code = partition_log(ctx, topic, allowed, p["partition"])
+            if log is not None and topic is not None:
+                code = epoch_error(topic, p["partition"], p["current_leader_epoch"])
+            if log is None or code != E.NONE:
+                entry["error_code"] = code
+                continue
+            epoch, end = log.leader_epochs.end_offset_for(p["leader_epoch"], log.log_end_offset)
+            entry.update(leader_epoch=epoch, end_offset=end)
+        topics.append({"topic": t["topic"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
 
 
 # --- ListOffsets ------------------------------------------------------------------------------
@@ -696,7 +803,7 @@ async def handle_describe_cluster(ctx: Context, req: dict[str, Any]) -> dict[str
         "controller_id": b.config.broker_id,
         "brokers": [
             {"broker_id": m["node_id"], "host": m["host"], "port": m["port"], "rack": m["rack"]}
-            for m in [b.broker_metadata()]
+            for m in b.cluster_metadata()
         ]
         if code == E.NONE
         else [],

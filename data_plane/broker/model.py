@@ -24,6 +24,8 @@ class Principal:
     key_id: str | None  # None for the optional unauthenticated listener
     # Millrace's own services (data_plane.internal_auth): read and describe only.
     internal: bool = False
+    # Another broker (replication): no tenant; names topics by topic id.
+    broker: bool = False
 
     @property
     def is_anonymous(self) -> bool:
@@ -37,6 +39,7 @@ class PartitionInfo:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    partition_epoch: int = 0
 
 
 @dataclass(frozen=True)

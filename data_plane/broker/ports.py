@@ -63,6 +63,18 @@ class MetadataStore(Protocol):
         """Claim ``count`` producer ids; returns the first (the block is unique forever)."""
         ...
 
+    def alter_partition(
+        self,
+        topic_id: str,
+        index: int,
+        leader: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        isr: list[int],
+    ) -> tuple[int, int, int, tuple[int, ...]]:
+        """A leader's ISR proposal: (error, leader epoch, partition epoch, ISR) after it."""
+        ...
+
     def assign_unassigned_partitions(self) -> int:
         """Place partitions that have no replicas yet over the live brokers; the count."""
         ...

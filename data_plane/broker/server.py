@@ -33,6 +33,7 @@ from data_plane.broker import group_handlers, handlers
 from data_plane.broker.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
 from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
+from data_plane.broker.replication import LeaderState, ReplicaManager
 from data_plane.broker.sasl import MECHANISMS, SaslFailed, SaslSession
 from data_plane.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from data_plane.log.config import LogConfig
@@ -77,6 +78,10 @@ class BrokerConfig:
     maintenance_seconds: float = 30.0
     extra_log_settings: dict[str, Any] = field(default_factory=dict)
     groups: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_ms: int = 500
+    # What this broker proves to the others when it fetches from them (internal_auth).
+    internal_password: str = field(default="", repr=False)
 
 
 class Broker:
@@ -99,6 +104,7 @@ class Broker:
         self._producer_lock = asyncio.Lock()
         self.port = config.port
         self.groups = GroupCoordinator(store, self.call_store, config.groups)
+        self.replicas = ReplicaManager(self)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -106,6 +112,10 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         self._data_event = asyncio.Event()
         self.logs.open_all()
+        for tp in self.logs.partitions():
+            log = self.logs.get(tp)
+            if log is not None:
+                self.replicas.initial_high_watermark(tp, log)
         await self.call_store(
             self.store.register_broker,
             self.config.broker_id,
@@ -135,6 +145,8 @@ class Broker:
         self._tasks = [
             asyncio.create_task(self._heartbeats()),
             asyncio.create_task(self._sweep_revoked()),
+            asyncio.create_task(self.replicas.shrink_isr_loop()),
+            asyncio.create_task(self.replicas.checkpoint_loop()),
         ]
         logger.info(
             "broker %s listening on %s:%s", self.config.broker_id, self.config.host, self.port
@@ -157,6 +169,9 @@ class Broker:
                 await self._server.wait_closed()
         self.groups.close()
         await self.groups.flush()
+        await asyncio.to_thread(self.replicas.stop)
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(self.replicas.write_checkpoint)
         await asyncio.to_thread(self.logs.close_all)
         with contextlib.suppress(Exception):
             await self.call_store(self.store.deregister_broker, self.config.broker_id)
@@ -188,6 +203,16 @@ class Broker:
             "port": self.advertised_port_or_bound(),
             "rack": self.config.rack,
         }
+
+    def cluster_metadata(self) -> list[dict[str, Any]]:
+        """Every live broker (this one as it advertises itself), for Metadata and friends."""
+        me = self.broker_metadata()
+        others = [
+            {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in sorted(self.snapshot.brokers.values(), key=lambda b: b.id)
+            if b.id != me["node_id"]
+        ]
+        return sorted([me, *others], key=lambda m: int(m["node_id"]))
 
     async def call_store(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking store call on a worker thread."""
@@ -224,6 +249,7 @@ class Broker:
                 snapshot = await self.call_store(self.store.snapshot)
             self.snapshot = snapshot
             await asyncio.to_thread(self._reconcile_logs, snapshot)
+            self.replicas.apply(snapshot)
 
     def _reconcile_logs(self, snapshot: MetadataSnapshot) -> None:
         topics = {t.topic_id: t for ts in snapshot.topics.values() for t in ts.values()}
@@ -234,7 +260,7 @@ class Broker:
                 continue
             log = self.logs.get(tp)
             if log is not None:
-                wanted = self._config_for(topic)
+                wanted = self.config_for(topic)
                 if log.config != wanted:
                     log.config = wanted
         storage: dict[int, int] = {}
@@ -245,12 +271,12 @@ class Broker:
                 storage[topic.tenant_id] = storage.get(topic.tenant_id, 0) + log.size_bytes
         self._storage = storage
 
-    def _config_for(self, topic: TopicInfo) -> LogConfig:
+    def config_for(self, topic: TopicInfo) -> LogConfig:
         return LogConfig.from_topic_configs(topic.configs, **self.config.extra_log_settings)
 
     def _config_for_topic(self, topic_id: uuid.UUID) -> LogConfig:
         topic = self.snapshot.topic_by_id(topic_id)
-        return self._config_for(topic) if topic else LogConfig()
+        return self.config_for(topic) if topic else LogConfig()
 
     def snapshot_topic_by_id(self, tenant_id: int, topic_id: uuid.UUID) -> TopicInfo | None:
         topic = self.snapshot.topic_by_id(topic_id)
@@ -266,9 +292,7 @@ class Broker:
             return None, ErrorCode.LEADER_NOT_AVAILABLE
         if partition.leader != self.config.broker_id:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        log = self.logs.get_or_create(
-            TopicPartition(topic.topic_id, index), self._config_for(topic)
-        )
+        log = self.logs.get_or_create(TopicPartition(topic.topic_id, index), self.config_for(topic))
         single_replica = partition.replicas == (self.config.broker_id,)
         if single_replica and log.high_watermark < log.log_end_offset:
             # A single replica: all it holds is committed (after a restart too). Step 5
@@ -276,10 +300,19 @@ class Broker:
             log.update_high_watermark(log.log_end_offset)
         return log, ErrorCode.NONE
 
-    def after_append(self, tenant_id: int, log: PartitionLog, nbytes: int) -> None:
-        # One replica (Step 3): what is appended is committed. Step 5 moves this to the ISR.
-        log.update_high_watermark(log.log_end_offset)
+    def after_append(
+        self, tenant_id: int, log: PartitionLog, nbytes: int, state: LeaderState | None = None
+    ) -> None:
+        """After a produce: one replica commits at once; otherwise the ISR decides."""
+        if state is None:
+            log.update_high_watermark(log.log_end_offset)
+        else:
+            self.replicas.maybe_advance_high_watermark(state)
         self._storage[tenant_id] = self._storage.get(tenant_id, 0) + nbytes
+        self._data_event.set()
+
+    def wake_fetchers(self) -> None:
+        """Data or the high watermark moved: waiting fetches look again."""
         self._data_event.set()
 
     async def next_producer_id(self) -> int:
@@ -528,6 +561,7 @@ class Connection:
 
 
 HANDLERS: dict[int, Callable[..., Any]] = {
+    23: handlers.handle_offset_for_leader_epoch,
     8: group_handlers.handle_offset_commit,
     9: group_handlers.handle_offset_fetch,
     10: group_handlers.handle_find_coordinator,

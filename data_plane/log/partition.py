@@ -584,6 +584,12 @@ class PartitionLog:
             self.producers.forget_from(self.log_end_offset)
             self._drop_snapshots_after(self.log_end_offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and continue at ``offset`` (a follower behind the leader's
+        log start)."""
+        with self._lock:
+            self._truncate_fully_and_start_at(offset)
+
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self.segments:
             self._schedule_delete(segment)

@@ -56,6 +56,7 @@ class KafkaEnv:
     env: dict[str, str] = field(default_factory=dict)
     data_dir: Path | None = None
     log_path: Path | None = None
+    broker_id: int = 1
 
     def log_tail(self) -> str:
         return self.log_path.read_text()[-4000:] if self.log_path else ""
@@ -95,7 +96,7 @@ def start_broker(env: KafkaEnv) -> None:
             "manage.py",
             "broker",
             "--id",
-            "1",
+            str(env.broker_id),
             "--port",
             str(env.port),
             "--data-dir",
@@ -125,8 +126,8 @@ def stop_broker(env: KafkaEnv, sig: str = "term") -> int:
     return env.process.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def kafka(django_db_setup, django_db_blocker, tmp_path_factory):
+def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None):
+    """Tenants, keys and ``count`` broker processes (ids 1..count) on one database."""
     if connection.vendor != "postgresql":
         pytest.skip("broker integration tests need Postgres (set DATABASE_URL), as in CI")
     suffix = uuid.uuid4().hex[:6]
@@ -140,7 +141,7 @@ def kafka(django_db_setup, django_db_blocker, tmp_path_factory):
         }
         name = connection.settings_dict["NAME"]
     tmp = tmp_path_factory.mktemp("broker")
-    port = free_port()
+    ports = [free_port() for _ in range(count)]
     base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/x")
     env = {
         **os.environ,
@@ -153,28 +154,44 @@ def kafka(django_db_setup, django_db_blocker, tmp_path_factory):
         # behaviour is the same with shorter ones.
         "MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
         "MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS": "200",
+        **(extra_env or {}),
     }
-    info = KafkaEnv(
-        f"127.0.0.1:{port}",
-        port,
-        a.slug,
-        b.slug,
-        env=env,
-        data_dir=tmp / "broker-1",
-        log_path=tmp / "broker.log",
-        **keys,
-    )
-    start_broker(info)
-    yield info
-    if info.process and info.process.poll() is None:
-        stop_broker(info)
-    with django_db_blocker.unblock():
-        for tenant in (a, b):
-            Topic.objects.filter(tenant=tenant).delete()
-            tenant.delete()
-        # The broker registered itself in this worker's test database: later tests there
-        # must not see a (now stopped) broker.
-        Broker.objects.all().delete()
+    bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+    envs = [
+        KafkaEnv(
+            bootstrap,
+            port,
+            a.slug,
+            b.slug,
+            env=env,
+            data_dir=tmp / f"broker-{i}",
+            log_path=tmp / f"broker-{i}.log",
+            broker_id=i,
+            **keys,
+        )
+        for i, port in enumerate(ports, start=1)
+    ]
+    try:
+        for info in envs:
+            start_broker(info)
+        yield envs
+    finally:
+        for info in envs:
+            if info.process and info.process.poll() is None:
+                stop_broker(info)
+        with django_db_blocker.unblock():
+            for tenant in (a, b):
+                Topic.objects.filter(tenant=tenant).delete()
+                tenant.delete()
+            # The brokers registered in this worker's test database: later tests there
+            # must not see (now stopped) brokers.
+            Broker.objects.all().delete()
+
+
+@pytest.fixture(scope="module")
+def kafka(django_db_setup, django_db_blocker, tmp_path_factory):
+    for envs in _brokers(django_db_blocker, tmp_path_factory, 1):
+        yield envs[0]
 
 
 def confluent_conf(env: KafkaEnv, key: Key, mechanism: str = "SCRAM-SHA-256", **extra):

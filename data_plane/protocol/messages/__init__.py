@@ -36,6 +36,7 @@ from data_plane.protocol.messages import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sasl_authenticate,
     sasl_handshake,
@@ -100,6 +101,7 @@ _MODULES = (
     describe_groups,
     delete_groups,
     offset_delete,
+    offset_for_leader_epoch,
 )
 
 APIS: dict[int, Api] = {api.key: api for api in (_api(m) for m in _MODULES)}

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from control_plane.core.broker_store import DjangoMetadataStore
+from data_plane import internal_auth
 from data_plane.broker.server import Broker, BrokerConfig
 from data_plane.groups.coordinator import CoordinatorConfig
 
@@ -59,6 +60,9 @@ class Command(BaseCommand):
                 initial_rebalance_delay_ms=settings.MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS,
                 max_group_size=settings.MILLRACE_GROUP_MAX_SIZE,
             ),
+            replica_lag_time_max_ms=settings.MILLRACE_REPLICA_LAG_TIME_MAX_MS,
+            replica_fetch_wait_ms=settings.MILLRACE_REPLICA_FETCH_WAIT_MS,
+            internal_password=internal_auth.password(settings.MILLRACE_INTERNAL_SECRET),
         )
         store = DjangoMetadataStore(allow_anonymous=options["allow_anonymous"])
         asyncio.run(self._serve(Broker(config, store)))

@@ -1,0 +1,236 @@
+"""Replication across three real broker processes: acks=all, the ISR, failover, truncation.
+
+The test process plays the controller: it runs ``controller_tick`` (the body of the Celery
+beat task) while waiting for a failover.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from control_plane.catalog.models import Partition, Topic
+from control_plane.controller import services as controller
+from data_plane.protocol.errors import ErrorCode as E
+from data_plane.records.batch import Record, RecordBatch
+from tests.broker.conftest import _brokers, confluent_conf, start_broker, stop_broker
+from tests.broker.test_clients import topic_name
+from tests.broker.test_wire import RawClient
+
+pytestmark = pytest.mark.django_db
+LEASE_S = 4
+
+
+@pytest.fixture(scope="module")
+def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
+    extra = {
+        "MILLRACE_REPLICA_LAG_TIME_MAX_MS": "1500",
+        "MILLRACE_REPLICA_FETCH_WAIT_MS": "100",
+        "MILLRACE_BROKER_LEASE_SECONDS": str(LEASE_S),
+    }
+    yield from _brokers(django_db_blocker, tmp_path_factory, 3, extra)
+
+
+@pytest.fixture(autouse=True)
+def _lease(settings):
+    settings.MILLRACE_BROKER_LEASE_SECONDS = LEASE_S
+
+
+def create(cluster, name, partitions=1, min_isr=2):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(confluent_conf(cluster[0], cluster[0].admin_a))
+    new = NewTopic(name, partitions, 3, config={"min.insync.replicas": str(min_isr)})
+    admin.create_topics([new])[name].result(timeout=20)
+    return Topic.objects.get(name=name)
+
+
+def row(topic, index=0):
+    return Partition.objects.get(topic=topic, index=index)
+
+
+def by_id(cluster, broker_id):
+    return next(k for k in cluster if k.broker_id == broker_id)
+
+
+def log_bytes(env, topic, index=0):
+    directory = Path(env.data_dir) / f"{topic.topic_id}-{index}"
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
+def wait_identical(cluster, topic, partitions=1, seconds=30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        same = all(len({log_bytes(k, topic, i) for k in cluster}) == 1 for i in range(partitions))
+        if same:
+            return
+        time.sleep(0.2)
+    sizes = [[len(log_bytes(k, topic, i)) for k in cluster] for i in range(partitions)]
+    raise AssertionError(f"replicas differ after {seconds} s: sizes {sizes}")
+
+
+def tick():
+    """One controller pass, committed (a thread has its own autocommit connection, as a
+    Celery worker would; the test's own connection is inside the test's transaction)."""
+
+    def run():
+        try:
+            controller.controller_tick()
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(30)
+
+
+def wait_for(predicate, seconds, what, tick_controller=False):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if tick_controller:
+            tick()
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def produce(cluster, name, values, acks="all"):
+    """Produce ``values``; returns the acknowledged ones (in acknowledgement order)."""
+    from confluent_kafka import Producer
+
+    acked: list[int] = []
+    producer = Producer(
+        confluent_conf(
+            cluster[0],
+            cluster[0].admin_a,
+            **{"acks": acks, "linger.ms": 5, "message.timeout.ms": 60_000},
+        )
+    )
+
+    errors: list[str] = []
+
+    def done(err, msg):
+        if err is None:
+            acked.append(int(msg.value()))
+        else:
+            errors.append(f"{msg.partition()}: {err}")
+
+    for v in values:
+        producer.produce(name, key=str(v).encode(), value=str(v).encode(), on_delivery=done)
+        producer.poll(0)
+    assert producer.flush(90) == 0
+    produce.errors = errors  # type: ignore[attr-defined]
+    return acked
+
+
+def consume_all(cluster, name, expected, partitions=1):
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        confluent_conf(
+            cluster[0],
+            cluster[0].admin_a,
+            **{"group.id": f"check-{name}", "enable.auto.commit": False},
+        )
+    )
+    c.assign([TopicPartition(name, p, 0) for p in range(partitions)])
+    got: list[tuple[int, int, int]] = []
+    deadline = time.monotonic() + 60
+    while len(got) < expected and time.monotonic() < deadline:
+        msg = c.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got.append((msg.partition(), msg.offset(), int(msg.value())))
+    c.close()
+    return got
+
+
+def raw_produce(env, name, acks, value=b"x"):
+    client = RawClient(env)
+    client.login(env.admin_a)
+    batch = RecordBatch(0, (Record(0, int(time.time() * 1000), None, value),)).encode()
+    answer = client.request(
+        0,
+        9,
+        {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": name, "partition_data": [{"index": 0, "records": batch}]}],
+        },
+    )
+    client.close()
+    return answer["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def test_acks_all_reaches_every_replica_byte_for_byte(cluster):
+    name = topic_name("rep")
+    topic = create(cluster, name, partitions=3)
+    assert all(len(row(topic, i).replicas) == 3 for i in range(3))
+    acked = produce(cluster, name, range(3000))
+    assert sorted(acked) == list(range(3000)), produce.errors[:5]
+    wait_identical(cluster, topic, partitions=3)
+    assert all(log_bytes(cluster[0], topic, i) for i in range(3))  # keys spread the records
+    got = consume_all(cluster, name, 3000, partitions=3)
+    assert sorted(v for _, _, v in got) == list(range(3000))
+    assert all(row(topic, i).isr == row(topic, i).replicas for i in range(3))
+
+
+def test_isr_below_min_insync_refuses_acks_all_but_not_acks_1(cluster):
+    import signal
+
+    name = topic_name("minisr")
+    topic = create(cluster, name, min_isr=2)
+    p = row(topic)
+    leader = by_id(cluster, p.leader)
+    followers = [by_id(cluster, b) for b in p.replicas if b != p.leader]
+    assert raw_produce(leader, name, -1) == E.NONE
+    for f in followers:
+        f.process.send_signal(signal.SIGSTOP)
+    try:
+        # The leader drops followers that stop fetching (replica.lag.time.max.ms 1.5 s).
+        wait_for(lambda: row(topic).isr == [p.leader], 15, "the ISR to shrink")
+        assert raw_produce(leader, name, -1) == E.NOT_ENOUGH_REPLICAS
+        assert raw_produce(leader, name, 1) == E.NONE
+    finally:
+        for f in followers:
+            f.process.send_signal(signal.SIGCONT)
+    # They catch up and rejoin; acks=all works again.
+    wait_for(lambda: len(row(topic).isr) == 3, 30, "the followers to rejoin", tick_controller=True)
+    assert raw_produce(leader, name, -1) == E.NONE
+    wait_identical(cluster, topic)
+
+
+def test_killing_the_leader_loses_no_acknowledged_record(cluster):
+    name = topic_name("failover")
+    topic = create(cluster, name)
+    old = row(topic)
+    victim = by_id(cluster, old.leader)
+    acked: list[int] = []
+    producer = threading.Thread(target=lambda: acked.extend(produce(cluster, name, range(4000))))
+    producer.start()
+    wait_for(lambda: log_bytes(victim, topic) != b"", 20, "records on the leader")
+    time.sleep(0.3)
+    stop_broker(victim, "kill")
+    wait_for(
+        lambda: row(topic).leader not in (None, old.leader),
+        30,
+        "a new leader",
+        tick_controller=True,
+    )
+    new = row(topic)
+    assert new.leader_epoch > old.leader_epoch and old.leader not in new.isr
+    producer.join(120)
+    assert not producer.is_alive()
+    start_broker(victim)  # rejoins as a follower: truncates, catches up
+    wait_for(lambda: len(row(topic).isr) == 3, 60, "the old leader to rejoin", tick_controller=True)
+    wait_identical(cluster, topic)
+    got = consume_all(cluster, name, len(acked))
+    values = [v for _, _, v in got]
+    assert set(acked) <= set(values), f"lost: {sorted(set(acked) - set(values))[:20]}"
+    offsets = [o for _, o, _ in got]
+    assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
