@@ -38,7 +38,7 @@ from data_plane.log.checkpoint import write_atomically
 from data_plane.log.manager import TopicPartition
 from data_plane.log.partition import PartitionLog
 from data_plane.protocol.errors import ErrorCode
-from data_plane.records.batch import InvalidRecordBatch
+from data_plane.records.batch import InvalidRecordBatch, read_header
 
 if TYPE_CHECKING:
     from data_plane.broker.server import Broker
@@ -487,8 +487,23 @@ class ReplicaFetcher(threading.Thread):
         if code == E.NONE:
             records = p["records"]
             if records:
+                data = bytes(records)
+                first = read_header(data).base_offset
+                if log.log_start_offset <= first < log.log_end_offset:
+                    # The leader's batch holding our fetch offset starts before it: our
+                    # copy of that batch is not the leader's (it can only come from a
+                    # tail we should not have). Take the leader's batch whole.
+                    logger.warning(
+                        "%s-%s: leader's batch starts at %s, inside our log (end %s); "
+                        "truncating to it",
+                        f.topic.name,
+                        f.index,
+                        first,
+                        log.log_end_offset,
+                    )
+                    log.truncate_to(first)
                 try:
-                    log.append(bytes(records), assign_offsets=False)
+                    log.append(data, assign_offsets=False)
                 except InvalidRecordBatch as exc:
                     # The leader's log moved under us (truncated): find the point again.
                     logger.warning("replica append refused: %s; re-checking divergence", exc)

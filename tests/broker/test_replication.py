@@ -149,10 +149,13 @@ def consume_all(cluster, name, expected, partitions=1):
     return got
 
 
-def raw_produce(env, name, acks, value=b"x"):
+def raw_produce(env, name, acks, values=(0,)):
+    """One batch holding ``values`` to partition 0 of ``env``'s broker; the error code."""
     client = RawClient(env)
     client.login(env.admin_a)
-    batch = RecordBatch(0, (Record(0, int(time.time() * 1000), None, value),)).encode()
+    now = int(time.time() * 1000)
+    records = tuple(Record(i, now, None, str(v).encode()) for i, v in enumerate(values))
+    batch = RecordBatch(0, records).encode()
     answer = client.request(
         0,
         9,
@@ -234,3 +237,102 @@ def test_killing_the_leader_loses_no_acknowledged_record(cluster):
     assert set(acked) <= set(values), f"lost: {sorted(set(acked) - set(values))[:20]}"
     offsets = [o for _, o, _ in got]
     assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+
+
+def fail_over(cluster, topic, victim_id):
+    """kill -9 a broker and run the controller until another replica leads."""
+    stop_broker(by_id(cluster, victim_id), "kill")
+    wait_for(
+        lambda: row(topic).leader not in (None, victim_id),
+        30,
+        f"a leader other than {victim_id}",
+        tick_controller=True,
+    )
+    return row(topic)
+
+
+def restart_all_and_converge(cluster, topic):
+    for k in cluster:
+        if k.process is None or k.process.poll() is not None:
+            start_broker(k)
+    wait_for(lambda: len(row(topic).isr) == 3, 60, "every replica in sync", tick_controller=True)
+    wait_identical(cluster, topic)
+
+
+def assert_nothing_acked_lost(cluster, name, acked):
+    got = consume_all(cluster, name, len(set(acked)))
+    values = {v for _, _, v in got}
+    assert set(acked) <= values, f"lost: {sorted(set(acked) - values)[:20]}"
+    offsets = [o for _, o, _ in got]
+    assert len(set(offsets)) == len(offsets)  # one record per offset
+
+
+def test_kip101_restarted_follower_then_leader_dies(cluster):
+    """KIP-101: a follower restarts (it must not truncate to its stale high watermark),
+    then the leader dies and that follower may lead: nothing acknowledged is lost and all
+    replicas end byte-identical."""
+    name = topic_name("kip101")
+    topic = create(cluster, name)
+    acked = produce(cluster, name, range(1500))
+    p = row(topic)
+    follower = by_id(cluster, next(b for b in p.replicas if b != p.leader))
+    stop_broker(follower)  # clean restart...
+    start_broker(follower)
+    fail_over(cluster, topic, p.leader)  # ...and at once the leader dies
+    acked += produce(cluster, name, range(1500, 2000))
+    restart_all_and_converge(cluster, topic)
+    assert_nothing_acked_lost(cluster, name, acked)
+
+
+def test_double_fast_failover_and_an_empty_disk(cluster):
+    """KIP-279: two leaders die in quick succession, one replica comes back with an empty
+    disk; the replicas converge and nothing acknowledged is lost."""
+    import shutil
+
+    name = topic_name("kip279")
+    topic = create(cluster, name)
+    acked = produce(cluster, name, range(1000))
+    first = row(topic).leader
+    second = fail_over(cluster, topic, first).leader
+    acked += produce(cluster, name, range(1000, 1500))
+    start_broker(by_id(cluster, first))
+    wait_for(
+        lambda: first in row(topic).isr, 60, "the first leader to rejoin", tick_controller=True
+    )
+    fail_over(cluster, topic, second)
+    acked += produce(cluster, name, range(1500, 2000))
+    emptied = by_id(cluster, second)
+    shutil.rmtree(emptied.data_dir)  # it comes back with nothing
+    restart_all_and_converge(cluster, topic)
+    assert_nothing_acked_lost(cluster, name, acked)
+
+
+@pytest.mark.parametrize("extra_epoch", [0, 5])
+def test_a_follower_with_a_divergent_tail_truncates_to_the_leaders_epoch_end(cluster, extra_epoch):
+    """Records only a follower holds (same epoch, or an epoch the leader never had) are cut
+    at the point OffsetForLeaderEpoch gives, never kept and never served."""
+    from data_plane.log.config import LogConfig
+    from data_plane.log.partition import PartitionLog
+
+    name = topic_name("diverge")
+    topic = create(cluster, name)
+    acked = produce(cluster, name, range(500))
+    wait_identical(cluster, topic)
+    p = row(topic)
+    follower = by_id(cluster, next(b for b in p.replicas if b != p.leader))
+    stop_broker(follower)
+    log = PartitionLog.open(Path(follower.data_dir) / f"{topic.topic_id}-0", LogConfig())
+    now = int(time.time() * 1000)
+    for i in range(3):  # a tail the leader never had
+        batch = RecordBatch(0, (Record(0, now, None, b"ghost-%d" % i),)).encode()
+        log.append(batch, leader_epoch=p.leader_epoch + extra_epoch)
+    assert log.log_end_offset == 503
+    log.close()
+    # One batch of 200 from the leader: it spans the follower's ghost offsets 500-502.
+    assert raw_produce(by_id(cluster, p.leader), name, -1, range(500, 700)) == E.NONE
+    acked += list(range(500, 700))
+    start_broker(follower)
+    wait_identical(cluster, topic)
+    assert_nothing_acked_lost(cluster, name, acked)
+    values = [v for _, _, v in consume_all(cluster, name, len(acked))]
+    assert sorted(values) == sorted(acked)  # no ghost survived anywhere
