@@ -35,6 +35,7 @@ from data_plane.records.batch import InvalidRecordBatch
 from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
 
 if TYPE_CHECKING:
+    from data_plane.broker.replication import LeaderState
     from data_plane.broker.server import Broker
 
 E = ErrorCode
@@ -206,8 +207,8 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
     acks = req["acks"]
     results = []
     total_bytes = 0
-    # acks=all: (response entry, log, last offset, leader state, min ISR) to wait for.
-    waiting: list[tuple[dict[str, Any], PartitionLog, int, Any, int]] = []
+    # acks=all: (response entry, last offset, leader state, min ISR) to wait for.
+    waiting: list[tuple[dict[str, Any], int, LeaderState, int]] = []
     for t in req["topic_data"]:
         partitions = []
         topic = ctx.topic(t["name"])
@@ -262,9 +263,8 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
                 "error_message": message,
             }
             partitions.append(entry)
-            if acks == -1 and state is not None and info is not None and log is not None:
-                assert topic is not None
-                waiting.append((entry, log, info.last_offset, state, _min_insync(topic)))
+            if acks == -1 and state is not None and info is not None and topic is not None:
+                waiting.append((entry, info.last_offset, state, _min_insync(topic)))
         results.append({"name": t["name"], "partition_responses": partitions})
     if waiting:
         await _wait_for_replicas(b, waiting, req["timeout_ms"])
@@ -282,14 +282,18 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
 
 
 async def _wait_for_replicas(
-    b: Broker, waiting: list[tuple[dict[str, Any], PartitionLog, int, Any, int]], timeout_ms: int
+    b: Broker, waiting: list[tuple[dict[str, Any], int, LeaderState, int]], timeout_ms: int
 ) -> None:
     """acks=all: answer once the ISR holds each batch (the high watermark passed it)."""
     deadline = time.monotonic() + max(0, timeout_ms) / 1000
-    for entry, log, last_offset, state, min_isr in waiting:
-        if not await b.replicas.wait_for_high_watermark(log, last_offset, deadline):
-            entry["error_code"] = E.REQUEST_TIMED_OUT
+    for entry, last_offset, state, min_isr in waiting:
+        code = await b.replicas.wait_for_high_watermark(state, last_offset, deadline)
+        if code == E.REQUEST_TIMED_OUT:
+            entry["error_code"] = code
             entry["error_message"] = "the in-sync replicas did not confirm the write in time"
+        elif code != E.NONE:
+            entry["error_code"] = code
+            entry["error_message"] = "this broker stopped leading the partition meanwhile"
         elif len(state.isr) < min_isr:
             entry["error_code"] = E.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             entry["error_message"] = (

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -146,9 +147,9 @@ class ReplicaManager:
                         self._follow(topic, p, tp)
                     else:
                         self._stop_following(tp)
-                        self.leaders.pop(tp, None)
+                        self._resign(tp)
         for tp in [tp for tp in self.leaders if tp not in seen]:
-            del self.leaders[tp]
+            self._resign(tp)
         for tp in [tp for tp in self.followed if tp not in seen]:
             self._stop_following(tp)
         for leader_id in [i for i, f in self.fetchers.items() if not f.partitions()]:
@@ -166,6 +167,8 @@ class ReplicaManager:
         state = self.leaders.get(tp)
         log = self._open(topic, tp)
         if state is None or state.leader_epoch != p.leader_epoch:
+            if state is not None:
+                self._resign(tp)  # an older leadership of ours: its waiters must not ack
             # A new leadership: new batches start this epoch at the current log end.
             log.leader_epochs.assign(p.leader_epoch, log.log_end_offset)
             now = time.monotonic()
@@ -183,8 +186,13 @@ class ReplicaManager:
                 state.partition_epoch, state.isr = p.partition_epoch, p.isr
         self.maybe_advance_high_watermark(state)
 
+    def _resign(self, tp: TopicPartition) -> None:
+        """Stop leading ``tp``; writes waiting for its ISR learn it at once."""
+        if self.leaders.pop(tp, None) is not None:
+            self.high_watermark_moved()
+
     def _follow(self, topic: TopicInfo, p: PartitionInfo, tp: TopicPartition) -> None:
-        self.leaders.pop(tp, None)
+        self._resign(tp)
         assert p.leader is not None
         with self._lock:
             current = self.followed.get(tp)
@@ -278,20 +286,27 @@ class ReplicaManager:
         self._hw_event = asyncio.Event()
         self.broker.wake_fetchers()
 
+    def is_leading(self, state: LeaderState) -> bool:
+        """Still the leader this state was made for (same leadership, same epoch)."""
+        return self.leaders.get(TopicPartition(state.topic.topic_id, state.index)) is state
+
     async def wait_for_high_watermark(
-        self, log: PartitionLog, offset: int, deadline: float
-    ) -> bool:
-        """Wait until the high watermark passes ``offset`` (acks=all); False on timeout."""
-        while log.high_watermark <= offset:
+        self, state: LeaderState, offset: int, deadline: float
+    ) -> int:
+        """acks=all: wait until the ISR holds ``offset``. NONE, REQUEST_TIMED_OUT, or
+        NOT_LEADER_OR_FOLLOWER if this broker stopped leading meanwhile: then the offset
+        may now hold another leader's record, so the write must not be acknowledged."""
+        while True:
+            if not self.is_leading(state):
+                return E.NOT_LEADER_OR_FOLLOWER
+            if state.log.high_watermark > offset:
+                return E.NONE
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return False
+                return E.REQUEST_TIMED_OUT
             event = self._hw_event
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), remaining)
-            except TimeoutError:
-                return log.high_watermark > offset
-        return True
 
     def propose_isr(self, state: LeaderState, isr: tuple[int, ...]) -> None:
         """Ask the metadata store to change the ISR; use it only once accepted."""

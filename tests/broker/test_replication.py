@@ -149,10 +149,11 @@ def consume_all(cluster, name, expected, partitions=1):
     return got
 
 
-def raw_produce(env, name, acks, values=(0,)):
+def raw_produce(env, name, acks, values=(0,), client=None):
     """One batch holding ``values`` to partition 0 of ``env``'s broker; the error code."""
-    client = RawClient(env)
-    client.login(env.admin_a)
+    if client is None:
+        client = RawClient(env)
+        client.login(env.admin_a)
     now = int(time.time() * 1000)
     records = tuple(Record(i, now, None, str(v).encode()) for i, v in enumerate(values))
     batch = RecordBatch(0, records).encode()
@@ -336,3 +337,37 @@ def test_a_follower_with_a_divergent_tail_truncates_to_the_leaders_epoch_end(clu
     assert_nothing_acked_lost(cluster, name, acked)
     values = [v for _, _, v in consume_all(cluster, name, len(acked))]
     assert sorted(values) == sorted(acked)  # no ghost survived anywhere
+
+
+def test_a_paused_old_leader_cannot_acknowledge_a_write(cluster):
+    """The leader is paused (SIGSTOP) long enough to be fenced and replaced; when it wakes,
+    a write sent to it at once is not acknowledged, and it never reaches the log."""
+    import signal
+
+    name = topic_name("zombie")
+    topic = create(cluster, name)
+    acked = produce(cluster, name, range(300))
+    old = row(topic)
+    zombie = by_id(cluster, old.leader)
+    client = RawClient(zombie)  # connected and authenticated before the pause
+    client.login(zombie.admin_a)
+    zombie.process.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(
+            lambda: row(topic).leader not in (None, old.leader),
+            30,
+            "a new leader",
+            tick_controller=True,
+        )
+        acked += produce(cluster, name, range(300, 400))
+    finally:
+        zombie.process.send_signal(signal.SIGCONT)
+    code = raw_produce(zombie, name, -1, [999_999], client=client)
+    client.close()
+    assert code != E.NONE
+    wait_for(lambda: len(row(topic).isr) == 3, 60, "the old leader to rejoin", tick_controller=True)
+    wait_identical(cluster, topic)
+    # Everything acknowledged, and nothing else: had the zombie's record survived, it
+    # would take the place of an acknowledged one (or show up itself).
+    values = [v for _, _, v in consume_all(cluster, name, len(acked))]
+    assert 999_999 not in values and sorted(values) == sorted(acked)
