@@ -56,6 +56,7 @@ class FollowerState:
     last_caught_up: float = 0.0  # monotonic time it last reached the leader's log end
     last_fetch_leader_leo: int = -1
     last_fetch_time: float = 0.0
+    retry_isr_after: float = 0.0  # after a refused expansion, wait before asking again
 
 
 @dataclass
@@ -256,10 +257,14 @@ class ReplicaManager:
             follower.last_caught_up = max(follower.last_caught_up, follower.last_fetch_time)
         follower.log_end_offset = fetch_offset
         follower.last_fetch_leader_leo, follower.last_fetch_time = leo, now
-        if replica not in state.isr and fetch_offset >= state.log.high_watermark:
-            epoch_start = self._epoch_start(state)
-            if fetch_offset >= epoch_start:
-                self.propose_isr(state, (*state.isr, replica))
+        if (
+            replica not in state.isr
+            and fetch_offset >= state.log.high_watermark
+            and fetch_offset >= self._epoch_start(state)
+            and replica in self.broker.snapshot.brokers  # a fenced broker is not eligible
+            and now >= follower.retry_isr_after
+        ):
+            self.propose_isr(state, (*state.isr, replica))
         self.maybe_advance_high_watermark(state)
 
     @staticmethod
@@ -342,6 +347,10 @@ class ReplicaManager:
         elif partition_epoch > state.partition_epoch and leader_epoch == state.leader_epoch:
             state.isr, state.partition_epoch = tuple(accepted), partition_epoch
         else:
+            for replica in set(isr) - set(state.isr):
+                follower = state.followers.get(replica)
+                if follower is not None:
+                    follower.retry_isr_after = time.monotonic() + 1.0
             logger.info(
                 "%s-%s: ISR change refused (%s); waiting for metadata",
                 state.topic.name,

@@ -390,12 +390,17 @@ class Connection:
         self.sasl: SaslSession | None = None
         self.task: asyncio.Task[Any] | None = None
         self._closing = False
+        self._waiting_for_bytes = False
 
     def request_close(self) -> None:
-        """Finish the request in progress, then close (graceful shutdown)."""
+        """Finish the request in progress, then close (graceful shutdown).
+
+        A connection waiting for its next request is stopped at once; one serving a
+        request closes after answering it.
+        """
         self._closing = True
-        if self.frames.buffered == 0:
-            self.reader.feed_eof()
+        if self._waiting_for_bytes and self.task is not None:
+            self.task.cancel()
 
     def abort(self) -> None:
         self._closing = True
@@ -412,7 +417,11 @@ class Connection:
                 if frame is None:
                     # Large frames (producer batches) arrive in as few reads as the
                     # transport allows; the cap was checked when the size arrived.
-                    data = await self.reader.read(max(65536, self.frames.missing))
+                    self._waiting_for_bytes = True
+                    try:
+                        data = await self.reader.read(max(65536, self.frames.missing))
+                    finally:
+                        self._waiting_for_bytes = False
                     if not data:
                         break
                     self.frames.feed(data)
@@ -423,6 +432,9 @@ class Connection:
             logger.warning("closing %s: malformed request: %s", self.host, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise  # not our graceful close: let the cancellation through
         finally:
             with contextlib.suppress(Exception):
                 self.writer.close()

@@ -57,6 +57,7 @@ class KafkaEnv:
     data_dir: Path | None = None
     log_path: Path | None = None
     broker_id: int = 1
+    advertised_port: int | None = None  # clients and other brokers reach it there (a proxy)
 
     def log_tail(self) -> str:
         return self.log_path.read_text()[-4000:] if self.log_path else ""
@@ -101,6 +102,7 @@ def start_broker(env: KafkaEnv) -> None:
             str(env.port),
             "--data-dir",
             str(env.data_dir),
+            *(["--advertised-port", str(env.advertised_port)] if env.advertised_port else []),
         ],
         cwd=ROOT,
         env=env.env,
@@ -126,8 +128,12 @@ def stop_broker(env: KafkaEnv, sig: str = "term") -> int:
     return env.process.wait(timeout=30)
 
 
-def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None):
-    """Tenants, keys and ``count`` broker processes (ids 1..count) on one database."""
+def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None, advertised_ports=None):
+    """Tenants, keys and ``count`` broker processes (ids 1..count) on one database.
+
+    ``advertised_ports`` (one per broker): each broker advertises that port instead of the
+    one it listens on, and the bootstrap list names them (a proxy in front of each broker).
+    """
     if connection.vendor != "postgresql":
         pytest.skip("broker integration tests need Postgres (set DATABASE_URL), as in CI")
     suffix = uuid.uuid4().hex[:6]
@@ -156,7 +162,7 @@ def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None):
         "MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS": "200",
         **(extra_env or {}),
     }
-    bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+    bootstrap = ",".join(f"127.0.0.1:{p}" for p in advertised_ports or ports)
     envs = [
         KafkaEnv(
             bootstrap,
@@ -167,6 +173,7 @@ def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None):
             data_dir=tmp / f"broker-{i}",
             log_path=tmp / f"broker-{i}.log",
             broker_id=i,
+            advertised_port=advertised_ports[i - 1] if advertised_ports else None,
             **keys,
         )
         for i, port in enumerate(ports, start=1)
