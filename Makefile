@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups
+.PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
+	bench-replication chaos
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +42,14 @@ bench-broker: install
 ## Consumer-group benchmark: rebalance times, offset-commit latency (metadata on local Postgres).
 bench-groups: install
 	$(PY) -m data_plane.groups.bench
+
+## Replication benchmark: acks=all RF 3 throughput, end-to-end latency, kill -9 failover (3 brokers).
+bench-replication: install
+	$(PY) -m data_plane.broker.bench_replication
+
+## Long fault-injection run (docs/reliability.md): CHAOS_FAULTS faults (default 100), CHAOS_SEED; Postgres.
+chaos: install
+	CHAOS_FAULTS=$(or $(CHAOS_FAULTS),100) $(VENV)/bin/pytest -p no:xdist tests/broker/test_chaos.py -x -s -k under_faults
 
 format: install
 	$(VENV)/bin/ruff format .

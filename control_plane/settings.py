@@ -246,7 +246,9 @@ MILLRACE_DEFAULT_TENANT_LIMITS = {
 # bound it. New topics default to min(default, live brokers).
 MILLRACE_MAX_REPLICATION_FACTOR = envint("MILLRACE_MAX_REPLICATION_FACTOR", 3, minimum=1)
 MILLRACE_DEFAULT_REPLICATION_FACTOR = envint("MILLRACE_DEFAULT_REPLICATION_FACTOR", 3, minimum=1)
-MILLRACE_BROKER_LEASE_SECONDS = envint("MILLRACE_BROKER_LEASE_SECONDS", 10, minimum=1)
+# A broker that has not renewed its lease for this long is fenced and loses its
+# leaderships (brokers renew every quarter of it); this bounds failover after a crash.
+MILLRACE_BROKER_LEASE_SECONDS = envint("MILLRACE_BROKER_LEASE_SECONDS", 3, minimum=1)
 MILLRACE_CLUSTER_ID = envstr("MILLRACE_CLUSTER_ID", "millrace-cluster")
 # The Kafka listener of `manage.py broker` (and the one `manage.py up` starts).
 MILLRACE_BROKER_HOST = envstr("MILLRACE_BROKER_HOST", "127.0.0.1")

@@ -30,6 +30,9 @@ def _fast_and_isolated(settings: Any) -> Iterable[None]:
     # suite quick. Auth-failure limits are raised so only the rate-limit test meets them.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.MILLRACE_AUTH_FAILURES_PER_MINUTE = 100_000
+    # Broker tests run two at a time on two cores: a 10 s lease (what test brokers get too)
+    # keeps a busy moment from fencing a broker; replication tests choose their own.
+    settings.MILLRACE_BROKER_LEASE_SECONDS = 10
     verified_cache.clear()
     yield
     verified_cache.clear()

@@ -24,19 +24,21 @@ import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from data_plane.broker import perf
 
 ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _emit(name: str, **fields: Any) -> None:
+def emit(name: str, **fields: Any) -> None:
     print(json.dumps({"workload": name, **fields}), flush=True)
 
 
@@ -62,15 +64,40 @@ def bench_env(work: Path, extra_env: Mapping[str, str] | None = None) -> dict[st
 
 
 @contextlib.contextmanager
-def bench_broker(
-    work: Path, extra_env: Mapping[str, str] | None = None, cpu: str | None = None
-) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    """Migrate, raise the default tenant's quotas, and run ``manage.py broker`` on loopback.
+def metadata_database(choice: str, name: str) -> Iterator[str | None]:
+    """A fresh Postgres database ``name`` (its URL), dropped at the end; None: SQLite.
 
-    Yields (port, process); the broker (pinned to ``cpu`` with taskset if given) is
-    stopped on exit. Its log is ``work / "broker.log"``.
+    The server is the one of ``DATABASE_URL`` (or 127.0.0.1:5432 as ``postgres``).
+    ``choice`` "auto" falls back to SQLite when no Postgres answers, "postgres" raises.
     """
-    env = bench_env(work, extra_env)
+    if choice == "sqlite":
+        yield None
+        return
+    import psycopg
+    from psycopg import sql
+
+    server = urlsplit(os.environ.get("DATABASE_URL") or DEFAULT_POSTGRES)
+    database = sql.Identifier(name)
+    admin_url = server._replace(path="/postgres").geturl()
+    try:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(database))
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(database))
+    except psycopg.OperationalError as exc:
+        if choice == "postgres":
+            raise
+        print(f"no Postgres at {server.netloc} ({exc}); using SQLite", file=sys.stderr)
+        yield None
+        return
+    try:
+        yield server._replace(path=f"/{name}").geturl()
+    finally:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(database))
+
+
+def prepare_store(env: dict[str, str]) -> None:
+    """Migrate the metadata store and raise the default tenant's quotas."""
     manage(env, "migrate", "-v0")
     manage(
         env,
@@ -81,42 +108,86 @@ def bench_broker(
         "Tenant.objects.filter(slug='default').update(produce_byte_rate=2**40,"
         " fetch_byte_rate=2**40, max_partitions=100000, max_storage_bytes=2**50)",
     )
-    port = _free_port()
+
+
+def start_broker(
+    env: dict[str, str],
+    *,
+    port: int,
+    data_dir: Path,
+    log_path: Path,
+    broker_id: int | None = None,
+    cpu: str | None = None,
+    anonymous: bool = True,
+) -> subprocess.Popen[bytes]:
+    """Run ``manage.py broker`` on loopback; return once it is ready.
+
+    The log is appended to ``log_path``; only this start's "ready on" line counts. Pinned
+    to ``cpu`` with taskset if given. Stopped again if it does not come up within 60 s.
+    ``anonymous``: the development listener, which takes unauthenticated clients as the
+    default tenant (and then refuses SASL on the same connection); else SASL only.
+    """
+    seen = log_path.stat().st_size if log_path.exists() else 0
     pin = [shutil.which("taskset") or "/usr/bin/taskset", "-c", cpu] if cpu else []
-    log_path = work / "broker.log"
-    with open(log_path, "wb") as log:
+    ident = ["--id", str(broker_id)] if broker_id is not None else []
+    with open(log_path, "ab") as log:
         broker = subprocess.Popen(  # noqa: S603 - our own command line
             [
                 *pin,
                 sys.executable,
                 "manage.py",
                 "broker",
+                *ident,
                 "--port",
                 str(port),
-                "--allow-anonymous",
+                *(["--allow-anonymous"] if anonymous else []),
                 "--data-dir",
-                str(work / "broker"),
+                str(data_dir),
             ],
             cwd=ROOT,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+    deadline = time.monotonic() + 60
+    while "ready on" not in log_path.read_bytes()[seen:].decode(errors="replace"):
+        if broker.poll() is not None or time.monotonic() > deadline:
+            stop_process(broker)
+            raise RuntimeError(log_path.read_text(errors="replace")[-2000:])
+        time.sleep(0.2)
+    return broker
+
+
+def stop_process(process: subprocess.Popen[bytes], grace: float = 60) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``grace`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+@contextlib.contextmanager
+def bench_broker(
+    work: Path, extra_env: Mapping[str, str] | None = None, cpu: str | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """Migrate, raise the default tenant's quotas, and run ``manage.py broker`` on loopback.
+
+    Yields (port, process); the broker (pinned to ``cpu`` with taskset if given) is
+    stopped on exit. Its log is ``work / "broker.log"``.
+    """
+    env = bench_env(work, extra_env)
+    prepare_store(env)
+    port = free_port()
+    broker = start_broker(
+        env, port=port, data_dir=work / "broker", log_path=work / "broker.log", cpu=cpu
+    )
     try:
-        deadline = time.monotonic() + 60
-        while "ready on" not in log_path.read_text():
-            if broker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(log_path.read_text()[-2000:])
-            time.sleep(0.2)
         yield port, broker
     finally:
-        if broker.poll() is None:
-            broker.terminate()
-            try:
-                broker.wait(60)
-            except subprocess.TimeoutExpired:
-                broker.kill()
-                broker.wait(10)
+        stop_process(broker)
 
 
 def _rss_mb(pid: int) -> float:
@@ -233,7 +304,7 @@ def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int)
             runs.append(perf.produce(endpoint, topic(), records=records, size=size))
         rates = [r["records_per_s"] for r in runs]
         best = sorted(runs, key=lambda r: r["records_per_s"])[len(runs) // 2]
-        _emit(
+        emit(
             f"produce_{size}b_acks1_1p",
             records=records,
             repeats=repeats,
@@ -248,7 +319,7 @@ def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int)
     backlog_records = int(20_000_000 * scale)  # 2 GB of 100-byte records at full scale
     perf.produce(endpoint, backlog, records=backlog_records, size=100, timeout=1200)
     consumed = perf.consume(endpoint, backlog, records=backlog_records, timeout=1200)
-    _emit(
+    emit(
         "consume_backlog_100b",
         records=consumed["records"],
         records_per_s=consumed["records_per_s"],
@@ -257,7 +328,7 @@ def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int)
     )
     redis_records = int(1_000_000 * scale)
     redis_produce, redis_consume = _redis_streams(redis_records, 100)
-    _emit(
+    emit(
         "redis_streams_100b",
         records=redis_records,
         client="redis-py pipeline 1000",
@@ -273,9 +344,9 @@ def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int)
         producer.produce(wide, b"x", partition=p)
     producer.flush(60)
     time.sleep(2)
-    _emit("idle_partitions", partitions=1000, broker_rss_mb=_rss_mb(broker.pid))
+    emit("idle_partitions", partitions=1000, broker_rss_mb=_rss_mb(broker.pid))
     stalled = _stalled_consumers(port, backlog, broker.pid)
-    _emit(
+    emit(
         "stalled_consumers",
         connections=20,
         pipelined_fetches=20,

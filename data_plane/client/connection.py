@@ -97,8 +97,9 @@ class Connection:
         shake = self.request(SASL_HANDSHAKE, 1, {"mechanism": mechanism})
         if shake["error_code"] != ErrorCode.NONE:
             raise AuthenticationFailed(
-                f"broker {self.address} does not offer {mechanism} "
-                f"(it offers {', '.join(shake['mechanisms'])})",
+                f"broker {self.address} refused SASL {mechanism}: "
+                f"{ErrorCode(shake['error_code']).name} (it offers "
+                f"{', '.join(shake['mechanisms'])})",
                 shake["error_code"],
             )
         if mechanism == "PLAIN":

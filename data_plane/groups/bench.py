@@ -42,10 +42,9 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from data_plane.broker import perf
-from data_plane.broker.bench import bench_broker, bench_env, manage
+from data_plane.broker.bench import bench_broker, bench_env, manage, metadata_database
 
 PARTITIONS = 12
 SESSION_TIMEOUT_MS = 6_000
@@ -53,7 +52,6 @@ HEARTBEAT_INTERVAL_MS = 500
 COMMIT_PARTITIONS = 3
 COMMIT_RATE = 100  # commits per second
 MEMBER_LIFETIME_S = 300  # a member process never outlives this, whatever the parent does
-DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 SETTINGS_SCRIPT = (
     "import json; from django.conf import settings as s; print(json.dumps({"
     "'initial_rebalance_delay_ms': s.MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS,"
@@ -372,38 +370,6 @@ def store_baseline(database_url: str | None, work: Path, seconds: float) -> dict
         lite.close()
 
 
-# --- the metadata database ------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def metadata_database(choice: str) -> Iterator[str | None]:
-    """A fresh Postgres database for the broker (its URL), dropped at the end; None: SQLite."""
-    if choice == "sqlite":
-        yield None
-        return
-    import psycopg
-    from psycopg import sql
-
-    server = urlsplit(os.environ.get("DATABASE_URL") or DEFAULT_POSTGRES)
-    name = sql.Identifier(f"millrace_bench_groups_{os.getpid()}")
-    admin_url = server._replace(path="/postgres").geturl()
-    try:
-        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(name))
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(name))
-    except psycopg.OperationalError as exc:
-        if choice == "postgres":
-            raise
-        print(f"no Postgres at {server.netloc} ({exc}); using SQLite", file=sys.stderr)
-        yield None
-        return
-    try:
-        yield server._replace(path=f"/millrace_bench_groups_{os.getpid()}").geturl()
-    finally:
-        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-
-
 # --- main -----------------------------------------------------------------------------------
 
 
@@ -419,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     commit_seconds = 3.0 if args.quick else args.commit_seconds
     work = Path(tempfile.mkdtemp(prefix="millrace-groups-bench-"))
     try:
-        with metadata_database(args.metadata) as database_url:
+        database = f"millrace_bench_groups_{os.getpid()}"
+        with metadata_database(args.metadata, database) as database_url:
             extra = {"DATABASE_URL": database_url} if database_url else {}
             lines = manage(bench_env(work, extra), "shell", "-c", SETTINGS_SCRIPT).splitlines()
             settings = json.loads(next(line for line in lines if line.startswith("{")))

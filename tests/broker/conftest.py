@@ -58,6 +58,7 @@ class KafkaEnv:
     log_path: Path | None = None
     broker_id: int = 1
     advertised_port: int | None = None  # clients and other brokers reach it there (a proxy)
+    allow_anonymous: bool = False  # the development listener
 
     def log_tail(self) -> str:
         return self.log_path.read_text()[-4000:] if self.log_path else ""
@@ -103,6 +104,7 @@ def start_broker(env: KafkaEnv) -> None:
             "--data-dir",
             str(env.data_dir),
             *(["--advertised-port", str(env.advertised_port)] if env.advertised_port else []),
+            *(["--allow-anonymous"] if env.allow_anonymous else []),
         ],
         cwd=ROOT,
         env=env.env,
@@ -160,6 +162,7 @@ def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None, adverti
         # behaviour is the same with shorter ones.
         "MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
         "MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS": "200",
+        "MILLRACE_BROKER_LEASE_SECONDS": "10",  # see tests/conftest.py
         **(extra_env or {}),
     }
     bootstrap = ",".join(f"127.0.0.1:{p}" for p in advertised_ports or ports)

@@ -151,6 +151,7 @@ def consume_all(cluster, name, expected, partitions=1):
 
 def raw_produce(env, name, acks, values=(0,), client=None):
     """One batch holding ``values`` to partition 0 of ``env``'s broker; the error code."""
+    own = client is None
     if client is None:
         client = RawClient(env)
         client.login(env.admin_a)
@@ -167,7 +168,8 @@ def raw_produce(env, name, acks, values=(0,), client=None):
             "topic_data": [{"name": name, "partition_data": [{"index": 0, "records": batch}]}],
         },
     )
-    client.close()
+    if own:
+        client.close()
     return answer["responses"][0]["partition_responses"][0]["error_code"]
 
 

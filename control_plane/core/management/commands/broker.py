@@ -60,6 +60,7 @@ class Command(BaseCommand):
                 initial_rebalance_delay_ms=settings.MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS,
                 max_group_size=settings.MILLRACE_GROUP_MAX_SIZE,
             ),
+            heartbeat_seconds=settings.MILLRACE_BROKER_LEASE_SECONDS / 4,
             replica_lag_time_max_ms=settings.MILLRACE_REPLICA_LAG_TIME_MAX_MS,
             replica_fetch_wait_ms=settings.MILLRACE_REPLICA_FETCH_WAIT_MS,
             internal_password=internal_auth.password(settings.MILLRACE_INTERNAL_SECRET),
