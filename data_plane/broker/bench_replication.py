@@ -20,8 +20,8 @@ the client a core each. Prints one JSON line per workload:
   a stalled producer is not hidden. Also reported from the ``produce()`` call, and the
   producer's acknowledgement latency; the median for each second of the run shows whether
   a queue builds up. ``with_linger_5ms`` repeats the run with perf.py's batching.
-* ``leader_kill9_failover`` (broker lease as configured, 10 s by default) and, unless
-  ``--short-lease 0``, ``leader_kill9_failover_lease_<n>s`` (a fresh cluster with that lease).
+* ``leader_kill9_failover`` (broker lease as configured, 3 s by default) and, with
+  ``--short-lease N``, ``leader_kill9_failover_lease_<N>s`` (a fresh cluster with that lease).
   A producer sends 100-byte records continuously (acks=all, default retries). The
   partition leader is SIGKILLed. Each run measures the seconds from the kill until the
   first acknowledgement of a record sent after it, that is, until producing resumed on the
@@ -71,7 +71,6 @@ from data_plane.broker.bench import (
     start_broker,
     stop_process,
 )
-from data_plane.broker.server import BrokerConfig
 
 BROKER_IDS = (1, 2, 3)
 PRODUCE_RECORDS = 2_000_000
@@ -688,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="throughput runs of each kind")
     parser.add_argument("--kills", type=int, default=20, help="leader kills per series")
     parser.add_argument(
-        "--short-lease", type=int, default=3, help="lease (s) of a second kill series; 0: none"
+        "--short-lease", type=int, default=0, help="lease (s) of a second kill series; 0: none"
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="bound on every wait (s)")
     parser.add_argument("--keep", action="store_true", help="keep the logs and data directories")
@@ -742,7 +741,7 @@ def _run(
     }
     replicated = {"replication_factor": 3, "min_insync_replicas": 2, "acks": "all"}
     failover_common = {
-        "broker_heartbeat_s": BrokerConfig().heartbeat_seconds,
+        "broker_heartbeat_s": settings["lease_seconds"] / 4,  # as manage.py broker sets it
         "controller_tick_s": 1.0,
         **replicated,
         **common,
@@ -796,7 +795,7 @@ def _run(
             emit(
                 f"leader_kill9_failover_lease_{args.short_lease}s",
                 lease_seconds=args.short_lease,
-                **failover_common,
+                **{**failover_common, "broker_heartbeat_s": args.short_lease / 4},
                 **series,
             )
 
