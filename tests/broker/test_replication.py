@@ -128,7 +128,9 @@ def produce(cluster, name, values, acks="all"):
     return acked
 
 
-def consume_all(cluster, name, expected, partitions=1):
+def consume_all(cluster, name, expected=None, partitions=1):
+    """Every record up to each partition's high watermark (client retries can leave more
+    records than acknowledged values, so a count is not the end); ``expected`` unused."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer(
@@ -138,13 +140,19 @@ def consume_all(cluster, name, expected, partitions=1):
             **{"group.id": f"check-{name}", "enable.auto.commit": False},
         )
     )
+    ends = {
+        p: c.get_watermark_offsets(TopicPartition(name, p), timeout=20)[1]
+        for p in range(partitions)
+    }
     c.assign([TopicPartition(name, p, 0) for p in range(partitions)])
     got: list[tuple[int, int, int]] = []
+    nxt = dict.fromkeys(range(partitions), 0)
     deadline = time.monotonic() + 60
-    while len(got) < expected and time.monotonic() < deadline:
+    while any(nxt[p] < ends[p] for p in ends) and time.monotonic() < deadline:
         msg = c.poll(0.2)
         if msg is not None and msg.error() is None:
             got.append((msg.partition(), msg.offset(), int(msg.value())))
+            nxt[msg.partition()] = msg.offset() + 1
     c.close()
     return got
 
@@ -338,7 +346,7 @@ def test_a_follower_with_a_divergent_tail_truncates_to_the_leaders_epoch_end(clu
     wait_identical(cluster, topic)
     assert_nothing_acked_lost(cluster, name, acked)
     values = [v for _, _, v in consume_all(cluster, name, len(acked))]
-    assert sorted(values) == sorted(acked)  # no ghost survived anywhere
+    assert set(values) == set(acked)  # no ghost survived anywhere (it would not parse)
 
 
 def test_a_paused_old_leader_cannot_acknowledge_a_write(cluster):
@@ -369,10 +377,9 @@ def test_a_paused_old_leader_cannot_acknowledge_a_write(cluster):
     assert code != E.NONE
     wait_for(lambda: len(row(topic).isr) == 3, 60, "the old leader to rejoin", tick_controller=True)
     wait_identical(cluster, topic)
-    # Everything acknowledged, and nothing else: had the zombie's record survived, it
-    # would take the place of an acknowledged one (or show up itself).
-    values = [v for _, _, v in consume_all(cluster, name, len(acked))]
-    assert 999_999 not in values and sorted(values) == sorted(acked)
+    # Everything acknowledged, and nothing else.
+    values = [v for _, _, v in consume_all(cluster, name)]
+    assert 999_999 not in values and set(values) == set(acked)
 
 
 def test_five_leader_bounces_while_producing_lose_nothing(cluster):
