@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -71,7 +72,7 @@ class Log:
         self.uncommitted += [(p, o) for p, o in batch if p not in (acked or {})]
 
 
-class Worker:
+class Worker(ABC):
     """A loop in a thread of its own; `check()` re-raises its failure in the test."""
 
     def __init__(self) -> None:
@@ -79,8 +80,9 @@ class Worker:
         self.pool = ThreadPoolExecutor(1)
         self.future: Future[None] = self.pool.submit(self.run)
 
+    @abstractmethod
     def run(self) -> None:
-        raise NotImplementedError
+        """The loop; subclasses define it."""
 
     def check(self) -> None:
         if self.future.done():
