@@ -477,7 +477,6 @@ class ReplicaFetcher(threading.Thread):
                     "log_start_offset": f.log.log_start_offset,
                     "partition_max_bytes": 8 * 2**20,
                 },
-                "topic",
             ),
             "forgotten_topics_data": [],
             "rack_id": "",
@@ -563,7 +562,6 @@ class ReplicaFetcher(threading.Thread):
                     "current_leader_epoch": f.leader_epoch,
                     "leader_epoch": f.log.leader_epochs.latest_epoch,
                 },
-                "topic",
             ),
         }
         answer = conn.request(OFFSET_FOR_LEADER_EPOCH, 4, request)
@@ -602,9 +600,8 @@ class ReplicaFetcher(threading.Thread):
 def _by_topic(
     entries: list[tuple[TopicPartition, FollowedPartition]],
     partition: Callable[[FollowedPartition], dict[str, Any]],
-    key: str,
 ) -> list[dict[str, Any]]:
     topics: dict[str, list[dict[str, Any]]] = {}
     for _, f in entries:
         topics.setdefault(str(f.topic.topic_id), []).append(partition(f))
-    return [{key: t, "partitions": ps} for t, ps in topics.items()]
+    return [{"topic": t, "partitions": ps} for t, ps in topics.items()]

@@ -230,19 +230,6 @@ class Network:
         for link in stale:
             link.close()
 
-    def restart_crashed(self, when: str) -> list[str]:
-        """Brokers that exited by themselves (a bug: every fault restarts its broker)
-        are started again; returns what happened."""
-        found = []
-        for env in self.cluster:
-            if env.process is not None and env.process.poll() is not None:
-                found.append(
-                    f"broker {env.broker_id} exited by itself (code {env.process.returncode}) "
-                    f"{when}; see {env.log_path}"
-                )
-                start_broker(env)
-        return found
-
     def heal_all(self) -> None:
         for broker_id in list(self._isolated):
             self.heal(broker_id)
