@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.audit.models import AuditEvent
-from control_plane.catalog.models import Broker, Partition, Topic
+from control_plane.catalog.models import Partition, Topic
 from control_plane.tenancy.models import Membership, Role, Tenant
 from data_plane.acl import Operation, PatternType, Permission, ResourceType
 from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
@@ -408,65 +408,6 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "source_ip",
         ]
         read_only_fields = fields
-
-
-class BrokerSerializer(serializers.ModelSerializer):
-    live = serializers.SerializerMethodField(help_text="running and its lease is current")
-    leader_count = serializers.SerializerMethodField(help_text="partitions it leads")
-    replica_count = serializers.SerializerMethodField(help_text="partition replicas it holds")
-
-    class Meta:
-        model = Broker
-        fields = [
-            "id",
-            "host",
-            "port",
-            "rack",
-            "state",
-            "live",
-            "registered_at",
-            "last_heartbeat",
-            "leader_count",
-            "replica_count",
-        ]
-        read_only_fields = fields
-
-    def get_live(self, broker: Broker) -> bool:
-        return broker.id in self.context.get("live", set())
-
-    def get_leader_count(self, broker: Broker) -> int:
-        return int(self.context.get("leaders", {}).get(broker.id, 0))
-
-    def get_replica_count(self, broker: Broker) -> int:
-        return int(self.context.get("replicas", {}).get(broker.id, 0))
-
-
-class ClusterPartitionSerializer(serializers.Serializer):
-    tenant = serializers.CharField(source="topic.tenant.slug")
-    topic = serializers.CharField(source="topic.name")
-    partition = serializers.IntegerField(source="index")
-    status = serializers.SerializerMethodField(
-        help_text="online, under_replicated (ISR smaller than the replicas), offline "
-        "(no leader) or unassigned (no replicas yet)"
-    )
-    leader = serializers.IntegerField(allow_null=True)
-    leader_epoch = serializers.IntegerField()
-    partition_epoch = serializers.IntegerField()
-    replicas = serializers.ListField(child=serializers.IntegerField())
-    isr = serializers.ListField(child=serializers.IntegerField())
-
-    def get_status(self, partition: Partition) -> str:
-        return partition_status(partition)
-
-
-def partition_status(partition: Partition) -> str:
-    if not partition.replicas:
-        return "unassigned"
-    if partition.leader is None:
-        return "offline"
-    if set(partition.isr) != set(partition.replicas):
-        return "under_replicated"
-    return "online"
 
 
 class LoginSerializer(serializers.Serializer):

@@ -3,7 +3,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from control_plane.api import views
+from control_plane.api import cluster, views
 
 TENANT = r"tenants/(?P<tenant_slug>[a-z0-9-]+)"
 
@@ -18,13 +18,17 @@ router.register(f"{TENANT}/api-keys", views.ApiKeyViewSet, basename="api-key")
 router.register(f"{TENANT}/acls", views.AclViewSet, basename="acl")
 router.register(f"{TENANT}/consumer-groups", views.ConsumerGroupViewSet, basename="consumer-group")
 router.register(f"{TENANT}/audit-events", views.AuditEventViewSet, basename="audit-event")
-router.register("brokers", views.BrokerViewSet, basename="broker")
-router.register("cluster/partitions", views.ClusterPartitionViewSet, basename="cluster-partition")
+router.register("brokers", cluster.BrokerViewSet, basename="broker")
+router.register("cluster/partitions", cluster.ClusterPartitionViewSet, basename="cluster-partition")
+router.register(
+    "cluster/reassignments", cluster.ReassignmentViewSet, basename="cluster-reassignment"
+)
 
 app_name = "api"
 urlpatterns = [
     path("auth/login/", views.LoginView.as_view(), name="login"),
     path("auth/logout/", views.LogoutView.as_view(), name="logout"),
     path("auth/me/", views.MeView.as_view(), name="me"),
+    path("cluster/rebalance/", cluster.RebalanceView.as_view(), name="cluster-rebalance"),
     *router.urls,
 ]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import authenticate, login, logout
 from django.db.models import Sum
 from django.utils import timezone
@@ -33,7 +31,7 @@ from control_plane.api.filters import (
 )
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog import services as catalog_services
-from control_plane.catalog.models import Broker, Partition, Topic
+from control_plane.catalog.models import Topic
 from control_plane.core import ratelimit
 from control_plane.core.http import client_ip
 from control_plane.groups import lag as group_lag
@@ -561,66 +559,6 @@ class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
         "list": Need(ADMIN, Operation.DESCRIBE),
         "retrieve": Need(ADMIN, Operation.DESCRIBE),
     }
-
-
-# --- cluster (operators) -------------------------------------------------------------------
-
-
-class IsOperator(permissions.BasePermission):
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return not isinstance(request.auth, ApiKey) and bool(request.user.is_staff)
-
-
-class BrokerViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Registered brokers with their liveness and partition counts (operators only)."""
-
-    queryset = Broker.objects.all()
-    serializer_class = s.BrokerSerializer
-    permission_classes = [permissions.IsAuthenticated, IsOperator]
-
-    def get_serializer_context(self) -> dict[str, Any]:
-        context = super().get_serializer_context()
-        leaders: Counter[int] = Counter()
-        replicas: Counter[int] = Counter()
-        for leader, members in Partition.objects.values_list("leader", "replicas"):
-            if leader is not None:
-                leaders[leader] += 1
-            replicas.update(members)
-        live = Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS)
-        context.update(
-            leaders=leaders, replicas=replicas, live=set(live.values_list("id", flat=True))
-        )
-        return context
-
-
-PARTITION_STATUSES = ("online", "under_replicated", "offline", "unassigned")
-
-
-@extend_schema(
-    parameters=[
-        OpenApiParameter(
-            "status", str, enum=PARTITION_STATUSES, description="only partitions in this state"
-        )
-    ]
-)
-class ClusterPartitionViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
-    """Every partition's leadership and ISR across tenants (operators only)."""
-
-    queryset = Partition.objects.select_related("topic__tenant").order_by(
-        "topic__tenant__slug", "topic__name", "index"
-    )
-    serializer_class = s.ClusterPartitionSerializer
-    permission_classes = [permissions.IsAuthenticated, IsOperator]
-
-    def list(self, request: Request) -> Response:
-        wanted = request.query_params.get("status")
-        if wanted is not None and wanted not in PARTITION_STATUSES:
-            raise exceptions.ValidationError(
-                {"status": [f"must be one of {', '.join(PARTITION_STATUSES)}"]}
-            )
-        rows = [p for p in self.get_queryset() if wanted is None or s.partition_status(p) == wanted]
-        page = self.paginate_queryset(rows)
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
 
 # --- session auth ---------------------------------------------------------------------------

@@ -51,6 +51,12 @@ class Partition(models.Model):
     leader_epoch = models.IntegerField(default=0)
     isr = models.JSONField(default=list, blank=True)
     partition_epoch = models.IntegerField(default=0)
+    # A reassignment in progress (Kafka's KIP-455): ``replicas`` holds the target replicas
+    # followed by the ones leaving; these say which are which, and ``original_replicas``
+    # keeps the order to go back to if it is cancelled. All empty otherwise.
+    adding_replicas = models.JSONField(default=list, blank=True)
+    removing_replicas = models.JSONField(default=list, blank=True)
+    original_replicas = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["topic", "index"]
@@ -100,6 +106,9 @@ class Broker(models.Model):
     )
     registered_at = models.DateTimeField(auto_now_add=True)
     last_heartbeat = models.DateTimeField(default=timezone.now)
+    # An operator asked to empty this broker: no new replicas go to it, and its existing
+    # ones are being moved away (``controller.reassign.decommission_broker``).
+    decommissioning = models.BooleanField(default=False)
 
     objects = BrokerQuerySet.as_manager()
 

@@ -92,8 +92,8 @@ def _validated_configs(configs: Mapping[str, object], replication_factor: int) -
 
 
 def _live_slots() -> list[BrokerSlot]:
-    live = Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS).order_by("id")
-    return [BrokerSlot(b.id, b.rack or None) for b in live]
+    live = Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS).filter(decommissioning=False)
+    return [BrokerSlot(b.id, b.rack or None) for b in live.order_by("id")]
 
 
 def _placement_start(topic: Topic, slots: list[BrokerSlot]) -> int:

@@ -68,8 +68,19 @@ def _unclean_allowed(partition: Partition) -> bool:
     return value is True or str(value).lower() == "true"
 
 
-def _cas(partition: Partition, *, leader: int | None, isr: list[int], reason: str) -> Change | None:
-    """Apply (leader, isr) if the row is still at the epoch it was read at."""
+def _cas(
+    partition: Partition,
+    *,
+    leader: int | None,
+    isr: list[int],
+    reason: str,
+    **assignment: list[int],
+) -> Change | None:
+    """Apply (leader, isr) if the row is still at the epoch it was read at.
+
+    ``assignment`` may also set ``replicas``, ``adding_replicas`` and ``removing_replicas``
+    (reassignments); they move with the same compare-and-set.
+    """
     new_leader = leader != partition.leader
     updated = Partition.objects.filter(
         pk=partition.pk, partition_epoch=partition.partition_epoch
@@ -78,6 +89,7 @@ def _cas(partition: Partition, *, leader: int | None, isr: list[int], reason: st
         isr=isr,
         partition_epoch=F("partition_epoch") + 1,
         leader_epoch=F("leader_epoch") + (1 if new_leader else 0),
+        **assignment,
     )
     if not updated:
         return None
@@ -198,9 +210,12 @@ def preferred_leader_election() -> list[Change]:
 
 
 def controller_tick() -> list[Change]:
-    """One pass of the controller: fence expired brokers, then fix leadership."""
+    """One pass of the controller: fence expired brokers, fix leadership, then switch the
+    reassignments whose new replicas have caught up."""
+    from control_plane.controller.reassign import complete_reassignments
+
     fence_expired_brokers()
-    return elect_leaders()
+    return elect_leaders() + complete_reassignments()
 
 
 @dataclass(frozen=True)
@@ -243,6 +258,12 @@ def alter_partition(
         change = _cas(row, leader=leader, isr=ordered, reason="AlterPartition")
     if change is None:
         return AlterResult(ErrorCode.INVALID_UPDATE_VERSION, *_epochs(current))
+    if row.adding_replicas and set(row.replicas) - set(row.removing_replicas) <= set(ordered):
+        # The last new replica caught up: switch the reassignment now, not at the next tick.
+        # The leader learns the switch (and the partition epoch after it) from the metadata.
+        from control_plane.controller.reassign import complete_reassignments
+
+        complete_reassignments([row.pk])
     return AlterResult(ErrorCode.NONE, row.leader_epoch, row.partition_epoch + 1, tuple(ordered))
 
 

@@ -82,6 +82,10 @@ class FollowedPartition:
     leader: int
     leader_epoch: int
     needs_truncation: bool = True
+    # Held by the fetcher while it changes the log; ``stopped`` is set under it, so once
+    # ``_stop_following`` returns no fetcher touches the log (it may then be deleted).
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stopped: bool = False
 
 
 class ReplicaManager:
@@ -183,9 +187,21 @@ class ReplicaManager:
             logger.info("leading %s-%s at epoch %s", topic.name, p.index, p.leader_epoch)
         else:
             state.topic = topic
+            if p.replicas != state.replicas:
+                self._set_replicas(state, p.replicas)
             if not state.proposing and p.partition_epoch > state.partition_epoch:
                 state.partition_epoch, state.isr = p.partition_epoch, p.isr
         self.maybe_advance_high_watermark(state)
+
+    def _set_replicas(self, state: LeaderState, replicas: tuple[int, ...]) -> None:
+        """A reassignment added or removed replicas: track the new ones, forget the old."""
+        now = time.monotonic()
+        state.replicas = replicas
+        for follower in replicas:
+            if follower != self.broker_id and follower not in state.followers:
+                state.followers[follower] = FollowerState(last_caught_up=now)
+        for follower in [f for f in state.followers if f not in replicas]:
+            del state.followers[follower]
 
     def _resign(self, tp: TopicPartition) -> None:
         """Stop leading ``tp``; writes waiting for its ISR learn it at once."""
@@ -229,15 +245,18 @@ class ReplicaManager:
 
     def _stop_following(self, tp: TopicPartition) -> None:
         with self._lock:
-            self.followed.pop(tp, None)
+            entry = self.followed.pop(tp, None)
+        if entry is not None:
+            with entry.lock:
+                entry.stopped = True
+
+    def holds_role(self, tp: TopicPartition) -> bool:
+        with self._lock:
+            return tp in self.leaders or tp in self.followed
 
     def followed_from(self, leader_id: int) -> list[tuple[TopicPartition, FollowedPartition]]:
         with self._lock:
             return [(tp, f) for tp, f in self.followed.items() if f.leader == leader_id]
-
-    def still_following(self, tp: TopicPartition, entry: FollowedPartition) -> bool:
-        with self._lock:
-            return self.followed.get(tp) is entry
 
     # --- the leader's side --------------------------------------------------------------------
 
@@ -497,9 +516,11 @@ class ReplicaFetcher(threading.Thread):
         for t in answer["responses"]:
             for p in t["partitions"]:
                 found = index.get((t["topic"], p["partition_index"]))
-                if found is None or not self.manager.still_following(*found):
+                if found is None:
                     continue
-                moved |= self._apply(found[1], p)
+                with found[1].lock:
+                    if not found[1].stopped:
+                        moved |= self._apply(found[1], p)
         if moved:
             self._loop.call_soon_threadsafe(self.manager.broker.wake_fetchers)
         return True
@@ -569,32 +590,34 @@ class ReplicaFetcher(threading.Thread):
         for t in answer["topics"]:
             for p in t["partitions"]:
                 f = index.get((t["topic"], p["partition"]))
-                if f is None:
-                    continue
-                if p["error_code"] != E.NONE:
-                    continue  # retried on the next round
-                log = f.log
-                if log.leader_epochs.latest_epoch < 0:
-                    target = min(log.high_watermark, log.log_end_offset)
-                elif p["leader_epoch"] < 0:
-                    target = log.log_start_offset
-                else:
-                    _, own_end = log.leader_epochs.end_offset_for(
-                        p["leader_epoch"], log.log_end_offset
-                    )
-                    target = min(p["end_offset"], own_end)
-                if target < log.log_end_offset:
-                    logger.info(
-                        "truncating %s-%s from %s to %s (leader epoch %s ends at %s)",
-                        f.topic.name,
-                        f.index,
-                        log.log_end_offset,
-                        target,
-                        p["leader_epoch"],
-                        p["end_offset"],
-                    )
-                    log.truncate_to(max(target, log.log_start_offset))
-                f.needs_truncation = False
+                if f is None or p["error_code"] != E.NONE:
+                    continue  # an error is retried on the next round
+                with f.lock:
+                    if not f.stopped:
+                        self._truncate_one(f, p)
+
+    @staticmethod
+    def _truncate_one(f: FollowedPartition, p: dict[str, Any]) -> None:
+        log = f.log
+        if log.leader_epochs.latest_epoch < 0:
+            target = min(log.high_watermark, log.log_end_offset)
+        elif p["leader_epoch"] < 0:
+            target = log.log_start_offset
+        else:
+            _, own_end = log.leader_epochs.end_offset_for(p["leader_epoch"], log.log_end_offset)
+            target = min(p["end_offset"], own_end)
+        if target < log.log_end_offset:
+            logger.info(
+                "truncating %s-%s from %s to %s (leader epoch %s ends at %s)",
+                f.topic.name,
+                f.index,
+                log.log_end_offset,
+                target,
+                p["leader_epoch"],
+                p["end_offset"],
+            )
+            log.truncate_to(max(target, log.log_start_offset))
+        f.needs_truncation = False
 
 
 def _by_topic(

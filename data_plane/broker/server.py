@@ -248,14 +248,22 @@ class Broker:
             if placed:
                 snapshot = await self.call_store(self.store.snapshot)
             self.snapshot = snapshot
-            await asyncio.to_thread(self._reconcile_logs, snapshot)
             self.replicas.apply(snapshot)
+            await asyncio.to_thread(self._reconcile_logs, snapshot)
 
     def _reconcile_logs(self, snapshot: MetadataSnapshot) -> None:
         topics = {t.topic_id: t for ts in snapshot.topics.values() for t in ts.values()}
+        me = self.config.broker_id
         for tp in self.logs.partitions():
             topic = topics.get(tp.topic_id)
             if topic is None or tp.partition >= topic.partition_count:
+                self.logs.delete(tp)
+                continue
+            replicas = topic.partitions[tp.partition].replicas
+            if replicas and me not in replicas and not self.replicas.holds_role(tp):
+                # Reassigned away from this broker (``replicas.apply`` already stopped
+                # following it): drop the copy.
+                logger.info("dropping %s-%s: no longer a replica here", topic.name, tp.partition)
                 self.logs.delete(tp)
                 continue
             log = self.logs.get(tp)

@@ -270,11 +270,11 @@ def restart_all_and_converge(cluster, topic):
     wait_identical(cluster, topic)
 
 
-def assert_nothing_acked_lost(cluster, name, acked):
-    got = consume_all(cluster, name, len(set(acked)))
+def assert_nothing_acked_lost(cluster, name, acked, partitions=1):
+    got = consume_all(cluster, name, partitions=partitions)
     values = {v for _, _, v in got}
     assert set(acked) <= values, f"lost: {sorted(set(acked) - values)[:20]}"
-    offsets = [o for _, o, _ in got]
+    offsets = [(p, o) for p, o, _ in got]
     assert len(set(offsets)) == len(offsets)  # one record per offset
 
 
@@ -441,3 +441,51 @@ def test_five_leader_bounces_while_producing_lose_nothing(cluster):
     assert len(acked) >= 10_000
     wait_identical(cluster, topic)
     assert_nothing_acked_lost(cluster, name, acked)
+
+
+def test_a_dead_coordinators_groups_move_to_a_live_broker(cluster):
+    """Group coordination follows the live brokers: once the controller fences a dead
+    coordinator, another broker coordinates the group, from the offsets in the store."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    name = topic_name("coord")
+    topic = create(cluster, name)
+    produce(cluster, name, range(100))
+    group = f"g-{name}"
+    conf = confluent_conf(
+        cluster[0],
+        cluster[0].admin_a,
+        **{"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False},
+    )
+
+    def coordinator():
+        admin = AdminClient(confluent_conf(cluster[0], cluster[0].admin_a))
+        return admin.describe_consumer_groups([group])[group].result(timeout=20).coordinator.id
+
+    def read(consumer, count):
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.offset())
+        return got
+
+    first = Consumer(conf)
+    first.subscribe([name])
+    assert read(first, 40) == list(range(40))
+    first.commit(asynchronous=False)
+    first.close()
+    victim = coordinator()
+    stop_broker(by_id(cluster, victim), "kill")
+    wait_for(
+        lambda: victim not in controller.live_broker_ids(), 30, "the fence", tick_controller=True
+    )
+    second = Consumer(conf)
+    second.subscribe([name])
+    assert read(second, 60) == list(range(40, 100))  # from the committed offset
+    second.commit(asynchronous=False)
+    second.close()
+    assert coordinator() != victim
+    restart_all_and_converge(cluster, topic)
