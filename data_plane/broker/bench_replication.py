@@ -381,7 +381,11 @@ def _latency_consumer(conf: dict[str, Any], topic: str, conn: Connection) -> Non
         ):
             if conn.poll():
                 expected, stop_at = conn.recv()[1], time.monotonic() + 10
-            batch = consumer.consume(1000, 0.05)
+            # consume(n, timeout) waits for n records or the timeout, whichever is first,
+            # which would add up to the timeout to every latency: wait for one record,
+            # then take whatever else has arrived.
+            first = consumer.poll(0.05)
+            batch = [] if first is None else [first, *consumer.consume(1000, 0)]
             now = time.time()
             for msg in batch:
                 value = msg.value()
@@ -691,6 +695,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="bound on every wait (s)")
     parser.add_argument("--keep", action="store_true", help="keep the logs and data directories")
+    parser.add_argument(
+        "--only",
+        choices=["produce", "latency", "failover"],
+        action="append",
+        help="run only these workloads (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--latency-seconds", type=float, default=0, help="length of each latency run (s)"
+    )
     args = parser.parse_args(argv)
     scale = 0.02 if args.quick else 1.0
     repeats = 1 if args.quick else args.repeats
@@ -746,47 +759,21 @@ def _run(
         **replicated,
         **common,
     }
+    wanted = set(args.only or ["produce", "latency", "failover"])
     with cluster(work, env, ports, key) as nodes:
         admin = AdminClient(nodes.conf)
-        records = int(PRODUCE_RECORDS * scale)
-        result = produce_throughput(nodes, admin, records, repeats, args.timeout)
-        emit(
-            "produce_100b_acks_all_rf3",
-            records=records,
-            record_bytes=100,
-            repeats=repeats,
-            partitions=1,
-            linger_ms=5,
-            batch_bytes=2**20,
-            target_ratio=0.5,
-            **replicated,
-            **common,
-            **result,
-        )
-        seconds = 2.0 if args.quick else 20.0
-        latency = e2e_latency(nodes, admin, seconds, LATENCY_LINGER_MS, args.timeout)
-        # For comparison: the batching perf.py uses for throughput (fewer, larger requests).
-        batched = e2e_latency(nodes, admin, seconds, 5, args.timeout)
-        emit(
-            "e2e_latency_1kib_acks_all_rf3",
-            record_bytes=LATENCY_BYTES,
-            rate_per_s=LATENCY_RATE,
-            seconds=seconds,
-            measured_from="intended send time",
-            target_p50_ms=5,
-            target_p99_ms=20,
-            **replicated,
-            **common,
-            **latency,
-            with_linger_5ms={k: batched[k] for k in BATCHED_FIELDS},
-        )
-        series = failover(nodes, admin, kills, args.timeout)
-        emit(
-            "leader_kill9_failover",
-            lease_seconds=settings["lease_seconds"],
-            **failover_common,
-            **series,
-        )
+        if "produce" in wanted:
+            _produce(nodes, admin, args, scale, repeats, replicated, common)
+        if "latency" in wanted:
+            _latency(nodes, admin, args, replicated, common)
+        if "failover" in wanted:
+            series = failover(nodes, admin, kills, args.timeout)
+            emit(
+                "leader_kill9_failover",
+                lease_seconds=settings["lease_seconds"],
+                **failover_common,
+                **series,
+            )
     if args.short_lease > 0:
         lease = {"MILLRACE_BROKER_LEASE_SECONDS": str(args.short_lease)}
         with cluster(work, env | lease, ports, key) as nodes:
@@ -798,6 +785,58 @@ def _run(
                 **{**failover_common, "broker_heartbeat_s": args.short_lease / 4},
                 **series,
             )
+
+
+def _produce(
+    nodes: Cluster,
+    admin: Any,
+    args: argparse.Namespace,
+    scale: float,
+    repeats: int,
+    replicated: dict[str, Any],
+    common: dict[str, Any],
+) -> None:
+    records = int(PRODUCE_RECORDS * scale)
+    result = produce_throughput(nodes, admin, records, repeats, args.timeout)
+    emit(
+        "produce_100b_acks_all_rf3",
+        records=records,
+        record_bytes=100,
+        repeats=repeats,
+        partitions=1,
+        linger_ms=5,
+        batch_bytes=2**20,
+        target_ratio=0.5,
+        **replicated,
+        **common,
+        **result,
+    )
+
+
+def _latency(
+    nodes: Cluster,
+    admin: Any,
+    args: argparse.Namespace,
+    replicated: dict[str, Any],
+    common: dict[str, Any],
+) -> None:
+    seconds = args.latency_seconds or (2.0 if args.quick else 20.0)
+    latency = e2e_latency(nodes, admin, seconds, LATENCY_LINGER_MS, args.timeout)
+    # For comparison: the batching perf.py uses for throughput (fewer, larger requests).
+    batched = e2e_latency(nodes, admin, seconds, 5, args.timeout)
+    emit(
+        "e2e_latency_1kib_acks_all_rf3",
+        record_bytes=LATENCY_BYTES,
+        rate_per_s=LATENCY_RATE,
+        seconds=seconds,
+        measured_from="intended send time",
+        target_p50_ms=5,
+        target_p99_ms=20,
+        **replicated,
+        **common,
+        **latency,
+        with_linger_5ms={k: batched[k] for k in BATCHED_FIELDS},
+    )
 
 
 if __name__ == "__main__":

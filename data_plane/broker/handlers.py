@@ -27,6 +27,7 @@ from data_plane.acl import (
 )
 from data_plane.broker.model import Principal, TopicInfo
 from data_plane.broker.ports import AdminError
+from data_plane.log.manager import TopicPartition
 from data_plane.log.partition import LogIOError, OffsetOutOfRange, PartitionLog
 from data_plane.log.producer_state import OutOfOrderSequence, ProducerFenced
 from data_plane.protocol.errors import ErrorCode
@@ -243,7 +244,8 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
                 try:
                     epoch = topic.partitions[p["index"]].leader_epoch
                     info = log.append(records, leader_epoch=epoch)
-                    b.after_append(ctx.principal.tenant_id, log, len(records), state)
+                    tp = TopicPartition(topic.topic_id, p["index"])
+                    b.after_append(ctx.principal.tenant_id, tp, log, len(records), state)
                 except InvalidRecordBatch as exc:
                     code = E.MESSAGE_TOO_LARGE if exc.reason == "too_large" else E.CORRUPT_MESSAGE
                     message = str(exc)
@@ -362,17 +364,20 @@ async def handle_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
             "responses": [],
         }
     deadline = time.monotonic() + max(0, req["max_wait_ms"]) / 1000
+    # A follower waits for appends (it reads to the log end); a consumer for the high
+    # watermark. Only the partitions asked for wake the request.
+    waiters = b.appended if replica >= 0 else b.hw_moved
+    keys: list[TopicPartition] = []
     first = True
     while True:
-        waiter = b.data_arrived()
-        responses, total = _read_fetch(ctx, req, replica if first else -1)
+        responses, total = _read_fetch(ctx, req, replica if first else -1, keys if first else None)
         first = False
-        if total >= req["min_bytes"] or time.monotonic() >= deadline:
+        if total >= req["min_bytes"] or not keys:
             break
-        try:
-            await asyncio.wait_for(waiter.wait(), deadline - time.monotonic())
-        except TimeoutError:
-            pass
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        await waiters.wait(keys, remaining)
     throttle = 0
     if replica < 0:  # replication is not a tenant's consumption
         throttle = b.quotas.record(
@@ -390,11 +395,15 @@ async def handle_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_fetch(
-    ctx: Context, req: dict[str, Any], record_replica: int = -1
+    ctx: Context,
+    req: dict[str, Any],
+    record_replica: int = -1,
+    keys: list[TopicPartition] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """One pass over the requested partitions. Consumers read up to the high watermark; a
     follower (``replica_id``) reads up to the log end, and ``record_replica`` tells the
-    leader where that follower is (once per request)."""
+    leader where that follower is (once per request). ``keys`` collects the partitions
+    that were read, to wait on."""
     replica = req.get("replica_id", -1)
     budget = req.get("max_bytes", 0x7FFFFFFF)
     total = 0
@@ -421,6 +430,8 @@ def _read_fetch(
             if log is None or code != E.NONE or topic is None:
                 entry["error_code"] = code
                 continue
+            if keys is not None:
+                keys.append(TopicPartition(topic.topic_id, p["partition"]))
             upto: int | None = log.high_watermark
             if replica >= 0:
                 state = ctx.broker.replicas.leader_state(topic, p["partition"])

@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -96,7 +95,6 @@ class ReplicaManager:
         self.leaders: dict[TopicPartition, LeaderState] = {}
         self.followed: dict[TopicPartition, FollowedPartition] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self._hw_event = asyncio.Event()
         self._checkpoint: dict[TopicPartition, int] = self._read_checkpoint()
         self._lock = threading.Lock()  # guards ``followed`` against the fetcher threads
 
@@ -206,7 +204,7 @@ class ReplicaManager:
     def _resign(self, tp: TopicPartition) -> None:
         """Stop leading ``tp``; writes waiting for its ISR learn it at once."""
         if self.leaders.pop(tp, None) is not None:
-            self.high_watermark_moved()
+            self.broker.hw_moved.notify(tp)
 
     def _follow(self, topic: TopicInfo, p: PartitionInfo, tp: TopicPartition) -> None:
         self._resign(tp)
@@ -303,12 +301,7 @@ class ReplicaManager:
         candidate = min(ends)
         if candidate > state.log.high_watermark:
             state.log.update_high_watermark(candidate)
-            self.high_watermark_moved()
-
-    def high_watermark_moved(self) -> None:
-        self._hw_event.set()
-        self._hw_event = asyncio.Event()
-        self.broker.wake_fetchers()
+            self.broker.hw_moved.notify(TopicPartition(state.topic.topic_id, state.index))
 
     def is_leading(self, state: LeaderState) -> bool:
         """Still the leader this state was made for (same leadership, same epoch)."""
@@ -320,6 +313,7 @@ class ReplicaManager:
         """acks=all: wait until the ISR holds ``offset``. NONE, REQUEST_TIMED_OUT, or
         NOT_LEADER_OR_FOLLOWER if this broker stopped leading meanwhile: then the offset
         may now hold another leader's record, so the write must not be acknowledged."""
+        key = TopicPartition(state.topic.topic_id, state.index)
         while True:
             if not self.is_leading(state):
                 return E.NOT_LEADER_OR_FOLLOWER
@@ -328,9 +322,7 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return E.REQUEST_TIMED_OUT
-            event = self._hw_event
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), remaining)
+            await self.broker.hw_moved.wait((key,), remaining)
 
     def propose_isr(self, state: LeaderState, isr: tuple[int, ...]) -> None:
         """Ask the metadata store to change the ISR; use it only once accepted."""
@@ -422,9 +414,6 @@ class ReplicaFetcher(threading.Thread):
         config = manager.broker.config
         self._max_wait_ms = config.replica_fetch_wait_ms
         self._password = config.internal_password
-        loop = manager.broker._loop
-        assert loop is not None
-        self._loop = loop
 
     def partitions(self) -> list[tuple[TopicPartition, FollowedPartition]]:
         return self.manager.followed_from(self.leader_id)
@@ -512,7 +501,6 @@ class ReplicaFetcher(threading.Thread):
                 ],
             )
         index = {(str(f.topic.topic_id), f.index): (tp, f) for tp, f in followed}
-        moved = False
         for t in answer["responses"]:
             for p in t["partitions"]:
                 found = index.get((t["topic"], p["partition_index"]))
@@ -520,9 +508,7 @@ class ReplicaFetcher(threading.Thread):
                     continue
                 with found[1].lock:
                     if not found[1].stopped:
-                        moved |= self._apply(found[1], p)
-        if moved:
-            self._loop.call_soon_threadsafe(self.manager.broker.wake_fetchers)
+                        self._apply(found[1], p)
         return True
 
     def _apply(self, f: FollowedPartition, p: dict[str, Any]) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 import uuid
@@ -35,6 +36,7 @@ from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
 from data_plane.broker.replication import LeaderState, ReplicaManager
 from data_plane.broker.sasl import MECHANISMS, SaslFailed, SaslSession
+from data_plane.broker.waiters import Waiters
 from data_plane.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from data_plane.log.config import LogConfig
 from data_plane.log.manager import LogManager, TopicPartition
@@ -93,7 +95,10 @@ class Broker:
         self.logs = LogManager(config.data_dir, self._config_for_topic)
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._data_event = asyncio.Event()
+        # Parked requests: replica fetches wait for appends, consumer fetches and acks=all
+        # produces for the high watermark, each on its own partitions (waiters.py).
+        self.appended = Waiters()
+        self.hw_moved = Waiters()
         self._connections: set[Connection] = set()
         self._stopping = threading.Event()
         self._refresh_thread: threading.Thread | None = None
@@ -110,7 +115,6 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._data_event = asyncio.Event()
         self.logs.open_all()
         for tp in self.logs.partitions():
             log = self.logs.get(tp)
@@ -309,19 +313,21 @@ class Broker:
         return log, ErrorCode.NONE
 
     def after_append(
-        self, tenant_id: int, log: PartitionLog, nbytes: int, state: LeaderState | None = None
+        self,
+        tenant_id: int,
+        tp: TopicPartition,
+        log: PartitionLog,
+        nbytes: int,
+        state: LeaderState | None = None,
     ) -> None:
         """After a produce: one replica commits at once; otherwise the ISR decides."""
+        self.appended.notify(tp)  # followers' fetches first: they move the high watermark
         if state is None:
             log.update_high_watermark(log.log_end_offset)
+            self.hw_moved.notify(tp)
         else:
             self.replicas.maybe_advance_high_watermark(state)
         self._storage[tenant_id] = self._storage.get(tenant_id, 0) + nbytes
-        self._data_event.set()
-
-    def wake_fetchers(self) -> None:
-        """Data or the high watermark moved: waiting fetches look again."""
-        self._data_event.set()
 
     async def next_producer_id(self) -> int:
         async with self._producer_lock:
@@ -331,12 +337,6 @@ class Broker:
                 end = nxt + PRODUCER_ID_BLOCK
             self._producer_ids = (nxt + 1, end)
             return nxt
-
-    def data_arrived(self) -> asyncio.Event:
-        """An event set by the next append (a fresh one once set)."""
-        if self._data_event.is_set():
-            self._data_event = asyncio.Event()
-        return self._data_event
 
     def tenant_over_storage(self, tenant_id: int) -> bool:
         tenant = self.snapshot.tenants.get(tenant_id)
@@ -382,6 +382,21 @@ class Broker:
             await conn.run()
         finally:
             self._connections.discard(conn)
+
+
+# File slices up to this size are read and sent with the rest of the response.
+SMALL_SLICE_BYTES = 64 * 1024
+
+
+def _read_slice(chunk: FileSlice) -> bytes:
+    fd = os.open(chunk.path, os.O_RDONLY)
+    try:
+        data = os.pread(fd, chunk.length, chunk.position)
+    finally:
+        os.close(fd)
+    if len(data) != chunk.length:
+        raise OSError(f"{chunk.path}: read {len(data)} of {chunk.length} bytes")
+    return data
 
 
 class Connection:
@@ -512,16 +527,27 @@ class Connection:
         await self._write(chunks)
 
     async def _write(self, chunks: list[Any]) -> None:
+        """Send a response: one write for the bytes and small file slices, sendfile for
+        large slices (a small response costs one send instead of several syscalls)."""
         loop = asyncio.get_running_loop()
+        pending: list[bytes | bytearray | memoryview] = []
         for chunk in chunks:
             if isinstance(chunk, FileSlice):
+                if chunk.length <= SMALL_SLICE_BYTES:
+                    pending.append(_read_slice(chunk))
+                    continue
+                if pending:
+                    self.writer.write(b"".join(pending))
+                    pending = []
                 await self.writer.drain()
                 with open(chunk.path, "rb") as f:
                     # os.sendfile on plain sockets; asyncio itself falls back to read-and-send
                     # where that is unavailable (e.g. TLS transports).
                     await loop.sendfile(self.writer.transport, f, chunk.position, chunk.length)
             else:
-                self.writer.write(chunk)
+                pending.append(chunk)
+        if pending:
+            self.writer.write(b"".join(pending))
         await self.writer.drain()
 
     def _api_versions(self) -> dict[str, Any]:

@@ -1,0 +1,54 @@
+"""The broker's parked-request waiters: only the notified key wakes, timeouts and
+cancellation leave nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from data_plane.broker.waiters import Waiters
+
+
+def test_a_notify_wakes_only_the_requests_waiting_on_its_key():
+    async def scenario():
+        w = Waiters()
+        woke: list[str] = []
+
+        async def park(name, keys, timeout):
+            await w.wait(keys, timeout)
+            woke.append(name)
+
+        tasks = [
+            asyncio.create_task(park("a", ["p0"], 5)),
+            asyncio.create_task(park("b", ["p1"], 5)),
+            asyncio.create_task(park("ab", ["p0", "p1"], 5)),
+        ]
+        await asyncio.sleep(0)
+        assert len(w) == 4
+        w.notify("p0")
+        await asyncio.sleep(0.01)
+        assert sorted(woke) == ["a", "ab"]
+        assert len(w) == 1  # "ab" left p1 too
+        w.notify_all()
+        await asyncio.gather(*tasks)
+        assert sorted(woke) == ["a", "ab", "b"] and len(w) == 0
+
+    asyncio.run(scenario())
+
+
+def test_timeouts_and_cancellation_clean_up():
+    async def scenario():
+        w = Waiters()
+        started = time.monotonic()
+        await w.wait(["p0"], 0.05)
+        assert time.monotonic() - started >= 0.04 and len(w) == 0
+        await w.wait(["p0"], 0)  # no wait at all
+        task = asyncio.create_task(w.wait(["p0", "p1"], 5))
+        await asyncio.sleep(0)
+        assert len(w) == 2
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert len(w) == 0
+        w.notify("p0")  # nothing parked: harmless
+
+    asyncio.run(scenario())
