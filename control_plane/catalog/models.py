@@ -109,6 +109,8 @@ class Broker(models.Model):
     # An operator asked to empty this broker: no new replicas go to it, and its existing
     # ones are being moved away (``controller.reassign.decommission_broker``).
     decommissioning = models.BooleanField(default=False)
+    # It holds its liveness lock (core/liveness.py): the lock's loss fences it at once.
+    liveness_lock = models.BooleanField(default=False)
 
     objects = BrokerQuerySet.as_manager()
 

@@ -36,6 +36,7 @@ from django.utils import timezone
 from control_plane.audit.services import record_event
 from control_plane.catalog.models import Broker, BrokerState, Partition
 from control_plane.core.actor import Actor
+from control_plane.core.liveness import lock_holders
 from control_plane.core.notify import notify_metadata_changed
 from data_plane.protocol.errors import ErrorCode
 from data_plane.topic_config import TOPIC_CONFIGS
@@ -178,20 +179,27 @@ def _audit_unclean(partition: Partition, leader: int | None) -> None:
 
 
 def fence_expired_brokers() -> list[int]:
-    """Mark brokers whose lease expired as fenced; returns their ids."""
+    """Mark brokers as fenced whose lease expired or whose process is gone (its liveness
+    lock was released, see ``core/liveness.py``); returns their ids."""
     cutoff = timezone.now() - timedelta(seconds=settings.MILLRACE_BROKER_LEASE_SECONDS)
-    expired = list(
-        Broker.objects.filter(state=BrokerState.RUNNING, last_heartbeat__lt=cutoff).values_list(
-            "id", flat=True
-        )
-    )
+    running = Broker.objects.filter(state=BrokerState.RUNNING)
+    expired = list(running.filter(last_heartbeat__lt=cutoff).values_list("id", flat=True))
     if expired:
         Broker.objects.filter(id__in=expired, last_heartbeat__lt=cutoff).update(
             state=BrokerState.FENCED
         )
         logger.warning("fenced brokers %s (lease expired)", expired)
-        notify_metadata_changed("broker.fenced", brokers=expired)
-    return expired
+    # Rows first, then the locks: a broker takes its lock before its row says it holds it.
+    claimed = set(running.filter(liveness_lock=True).values_list("id", flat=True))
+    holders = lock_holders() if claimed else None
+    gone = sorted(claimed - holders) if holders is not None else []
+    if gone:
+        Broker.objects.filter(id__in=gone, liveness_lock=True).update(state=BrokerState.FENCED)
+        logger.warning("fenced brokers %s (process gone: liveness lock released)", gone)
+    fenced = sorted(set(expired) | set(gone))
+    if fenced:
+        notify_metadata_changed("broker.fenced", brokers=fenced)
+    return fenced
 
 
 def preferred_leader_election() -> list[Change]:

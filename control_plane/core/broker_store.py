@@ -35,6 +35,7 @@ from control_plane.core.errors import (
     NotFound,
     ServiceError,
 )
+from control_plane.core.liveness import LivenessLock
 from control_plane.core.notify import CHANNEL
 from control_plane.groups import services as group_services
 from control_plane.tenancy.models import Tenant
@@ -85,6 +86,7 @@ class DjangoMetadataStore:
         self._version = 0
         self._listener: Any = None
         self._listen_lock = threading.Lock()
+        self._liveness = LivenessLock()
 
     # --- snapshots --------------------------------------------------------------------
 
@@ -259,6 +261,7 @@ class DjangoMetadataStore:
 
     def register_broker(self, broker_id: int, host: str, port: int, rack: str | None) -> None:
         close_old_connections()
+        held = self._liveness.ensure(broker_id)  # before the row says so (liveness.py)
         Broker.objects.update_or_create(
             id=broker_id,
             defaults={
@@ -267,18 +270,21 @@ class DjangoMetadataStore:
                 "rack": rack or "",
                 "state": BrokerState.RUNNING,
                 "last_heartbeat": timezone.now(),
+                "liveness_lock": held,
             },
         )
 
     def heartbeat(self, broker_id: int) -> None:
         close_old_connections()
+        held = self._liveness.ensure(broker_id)
         Broker.objects.filter(id=broker_id).update(
-            last_heartbeat=timezone.now(), state=BrokerState.RUNNING
+            last_heartbeat=timezone.now(), state=BrokerState.RUNNING, liveness_lock=held
         )
 
     def deregister_broker(self, broker_id: int) -> None:
         close_old_connections()
         Broker.objects.filter(id=broker_id).update(state=BrokerState.SHUTTING_DOWN)
+        self._liveness.release()
 
     def allocate_producer_ids(self, count: int) -> int:
         close_old_connections()

@@ -32,6 +32,10 @@ from data_plane.records.batch import (
 )
 
 LOG_SUFFIX = ".log"
+try:
+    IOV_MAX = max(16, os.sysconf("SC_IOV_MAX"))  # buffers one pwritev may take
+except (ValueError, OSError):
+    IOV_MAX = 1024
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
@@ -173,14 +177,24 @@ class LogSegment:
     ) -> None:
         """Write already-validated batches (offsets assigned) and index them.
 
-        ``buffers`` are written back to back with one ``pwritev``. On an I/O error (e.g. a
-        full disk) the file is cut back to its previous size so no partial batch remains,
-        and the error is raised to the caller.
+        ``buffers`` are written back to back with ``pwritev``, at most ``IOV_MAX`` of them
+        per call (a replica's catch-up fetch can hold thousands of batches). On an I/O
+        error (e.g. a full disk) the file is cut back to its previous size so no partial
+        batch remains, and the error is raised to the caller.
         """
         assert self._writable and self._fd is not None
         start = self.size
         try:
-            written = os.pwritev(self._fd, buffers, start)
+            written = 0
+            for i in range(0, len(buffers), IOV_MAX):
+                group = buffers[i : i + IOV_MAX]
+                expected = (
+                    sum(memoryview(b).nbytes for b in group) if len(buffers) > IOV_MAX else length
+                )
+                done = os.pwritev(self._fd, group, start + written)
+                written += done
+                if done != expected:
+                    break
             if written != length:
                 raise OSError(f"short write: {written} of {length} bytes")
         except OSError:

@@ -230,3 +230,21 @@ def test_flush_policy_moves_the_recovery_point(tmp_path):
     log.append(batch(3))
     assert log.recovery_point == 6
     assert SMALL.flush_messages is None  # default: the OS decides
+
+
+def test_a_replica_fetch_of_thousands_of_batches_appends_in_one_call(tmp_path):
+    """A follower catching up appends one fetch response holding more batches than one
+    pwritev may take (IOV_MAX); all land, in order, at the leader's offsets."""
+    from data_plane.log.segment import IOV_MAX
+
+    count = IOV_MAX * 2 + 7
+    data = b"".join(
+        RecordBatch(base_offset=i, records=(Record(i, 1, None, str(i).encode()),)).encode()
+        for i in range(count)
+    )
+    log = open_log(tmp_path / "p", LogConfig(segment_bytes=64 * 2**20))
+    assert log.append(data, assign_offsets=False).last_offset == count - 1
+    assert [r.value for r in all_records(log)] == [str(i).encode() for i in range(count)]
+    log.close()
+    reopened = open_log(tmp_path / "p", LogConfig(segment_bytes=64 * 2**20))
+    assert reopened.log_end_offset == count
