@@ -205,6 +205,7 @@ class ReplicaManager:
         """Stop leading ``tp``; writes waiting for its ISR learn it at once."""
         if self.leaders.pop(tp, None) is not None:
             self.broker.hw_moved.notify(tp)
+            self.broker.appended.notify(tp)  # parked follower fetches: answer, not wait
 
     def _follow(self, topic: TopicInfo, p: PartitionInfo, tp: TopicPartition) -> None:
         self._resign(tp)
