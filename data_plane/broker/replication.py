@@ -512,7 +512,7 @@ class ReplicaFetcher(threading.Thread):
                         self._apply(found[1], p)
         return True
 
-    def _apply(self, f: FollowedPartition, p: dict[str, Any]) -> bool:
+    def _apply(self, f: FollowedPartition, p: dict[str, Any]) -> None:
         code = p["error_code"]
         log = f.log
         if code == E.NONE:
@@ -539,11 +539,11 @@ class ReplicaFetcher(threading.Thread):
                     # The leader's log moved under us (truncated): find the point again.
                     logger.warning("replica append refused: %s; re-checking divergence", exc)
                     f.needs_truncation = True
-                    return False
+                    return
             hw = min(p["high_watermark"], log.log_end_offset)
             if hw > log.high_watermark:
                 log.update_high_watermark(hw)
-            return bool(records)
+            return
         if code == E.OFFSET_OUT_OF_RANGE:
             leader_start = p["log_start_offset"]
             if leader_start > log.log_end_offset:
@@ -555,7 +555,6 @@ class ReplicaFetcher(threading.Thread):
             self._stopped.wait(0.05)  # metadata will tell us who leads now
         else:
             logger.info("fetch of %s-%s: %s", f.topic.name, f.index, ErrorCode(code).name)
-        return False
 
     def _truncate(
         self, conn: Connection, pending: list[tuple[TopicPartition, FollowedPartition]]

@@ -21,7 +21,9 @@ from control_plane.controller import reassign
 from control_plane.core.actor import Actor
 from tests.broker.conftest import _brokers, confluent_conf, start_broker, stop_broker
 from tests.broker.test_clients import topic_name
-from tests.broker.test_replication import (
+from tests.broker.test_replication import (  # noqa: F401 (_lease: an autouse fixture)
+    REPLICATION_ENV,
+    _lease,
     assert_nothing_acked_lost,
     create,
     log_bytes,
@@ -29,23 +31,12 @@ from tests.broker.test_replication import (
 )
 
 pytestmark = pytest.mark.django_db
-LEASE_S = 4
 PARTITIONS = 4
 
 
 @pytest.fixture(scope="module")
 def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
-    extra = {
-        "MILLRACE_REPLICA_LAG_TIME_MAX_MS": "1500",
-        "MILLRACE_REPLICA_FETCH_WAIT_MS": "100",
-        "MILLRACE_BROKER_LEASE_SECONDS": str(LEASE_S),
-    }
-    yield from _brokers(django_db_blocker, tmp_path_factory, 4, extra)
-
-
-@pytest.fixture(autouse=True)
-def _lease(settings):
-    settings.MILLRACE_BROKER_LEASE_SECONDS = LEASE_S
+    yield from _brokers(django_db_blocker, tmp_path_factory, 4, REPLICATION_ENV)
 
 
 def committed(fn, *args, **kwargs):

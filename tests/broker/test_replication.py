@@ -25,14 +25,17 @@ pytestmark = pytest.mark.django_db
 LEASE_S = 4
 
 
+# Broker settings for replication tests: a short ISR lag and lease, quick follower fetches.
+REPLICATION_ENV = {
+    "MILLRACE_REPLICA_LAG_TIME_MAX_MS": "1500",
+    "MILLRACE_REPLICA_FETCH_WAIT_MS": "100",
+    "MILLRACE_BROKER_LEASE_SECONDS": str(LEASE_S),
+}
+
+
 @pytest.fixture(scope="module")
 def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
-    extra = {
-        "MILLRACE_REPLICA_LAG_TIME_MAX_MS": "1500",
-        "MILLRACE_REPLICA_FETCH_WAIT_MS": "100",
-        "MILLRACE_BROKER_LEASE_SECONDS": str(LEASE_S),
-    }
-    yield from _brokers(django_db_blocker, tmp_path_factory, 3, extra)
+    yield from _brokers(django_db_blocker, tmp_path_factory, 3, REPLICATION_ENV)
 
 
 @pytest.fixture(autouse=True)
