@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "control_plane.access",
     "control_plane.audit",
     "control_plane.api",
+    "control_plane.streams",
     "frontend",
 ]
 
@@ -274,6 +275,20 @@ MILLRACE_REPLICA_FETCH_WAIT_MS = envint("MILLRACE_REPLICA_FETCH_WAIT_MS", 500, m
 MILLRACE_OFFSETS_RETENTION_MINUTES = envint("MILLRACE_OFFSETS_RETENTION_MINUTES", 10_080, minimum=1)
 # Lag history for the console's charts: one sample per group partition every interval,
 # kept for the window.
+# The data API (REST produce/consume, WebSocket streams; docs/streams.md).
+MILLRACE_REST_MAX_BODY_BYTES = envint("MILLRACE_REST_MAX_BODY_BYTES", 8 * 2**20, minimum=1024)
+MILLRACE_REST_MAX_RECORDS = envint("MILLRACE_REST_MAX_RECORDS", 10_000, minimum=1)
+MILLRACE_REST_MAX_CONSUMERS_PER_TENANT = envint(
+    "MILLRACE_REST_MAX_CONSUMERS_PER_TENANT", 100, minimum=1
+)
+MILLRACE_IDEMPOTENCY_HOURS = envint("MILLRACE_IDEMPOTENCY_HOURS", 24, minimum=1)
+MILLRACE_WS_MAX_WINDOW = envint("MILLRACE_WS_MAX_WINDOW", 10_000, minimum=1)
+MILLRACE_WS_AUTH_TIMEOUT_SECONDS = envint("MILLRACE_WS_AUTH_TIMEOUT_SECONDS", 10, minimum=1)
+MILLRACE_WS_KEY_CHECK_SECONDS = envint("MILLRACE_WS_KEY_CHECK_SECONDS", 2, minimum=1)
+MILLRACE_WS_MAX_BAD_FRAMES = envint("MILLRACE_WS_MAX_BAD_FRAMES", 10, minimum=1)
+# Django reads at most this much of a body into memory: the produce limit plus room.
+DATA_UPLOAD_MAX_MEMORY_SIZE = MILLRACE_REST_MAX_BODY_BYTES + 64 * 1024
+
 MILLRACE_LAG_SAMPLE_SECONDS = envint("MILLRACE_LAG_SAMPLE_SECONDS", 60, minimum=5)
 MILLRACE_LAG_HISTORY_HOURS = envint("MILLRACE_LAG_HISTORY_HOURS", 24, minimum=1)
 

@@ -12,6 +12,13 @@ The internal principal may only read and describe topics and describe the cluste
 groups (no produce, no admin, no group membership or commits): it bypasses tenant ACLs for
 those operations only, as Kafka's ``super.users`` would, and tenant ACLs cannot grant it
 more.
+
+The web tier's data API (REST produce/consume, WebSocket streams) does not use that
+principal: it connects as ``__millrace-proxy@<tenant slug>/<key id>``, proving the same
+shared secret, and the broker then acts as that API key exactly, its service account's
+ACLs and all (a *delegated* principal). The web tier only opens such a connection after
+the caller proved the key's secret to it; a revoked key's delegated connections are
+closed like the key's own.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import scramp  # type: ignore[import-untyped]
 from data_plane.acl import Operation, ResourceType
 
 USER_PREFIX = "__millrace-internal@"
+PROXY_PREFIX = "__millrace-proxy@"
 # Brokers fetching from each other (replication): one principal for the whole cluster, which
 # names topics by topic id because it belongs to no tenant.
 BROKER_USER = "__millrace-broker"
@@ -52,6 +60,20 @@ def tenant_slug(user: str) -> str | None:
         return None
     slug = user[len(USER_PREFIX) :]
     return slug or None
+
+
+def proxy_username(tenant_slug: str, key_id: str) -> str:
+    return f"{PROXY_PREFIX}{tenant_slug}/{key_id}"
+
+
+def proxied_key(user: str) -> tuple[str, str] | None:
+    """(tenant slug, key id) a delegated user name acts as, or None if it is not one."""
+    if not user.startswith(PROXY_PREFIX):
+        return None
+    slug, sep, key_id = user[len(PROXY_PREFIX) :].partition("/")
+    if not sep or not slug or not key_id:
+        return None
+    return slug, key_id
 
 
 def password(secret: str) -> str:

@@ -1,9 +1,10 @@
 """Routes of the admin API under /api/v1/."""
 
-from django.urls import path
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from control_plane.api import cluster, views
+from control_plane.streams import views as data
 
 TENANT = r"tenants/(?P<tenant_slug>[a-z0-9-]+)"
 
@@ -30,5 +31,32 @@ urlpatterns = [
     path("auth/logout/", views.LogoutView.as_view(), name="logout"),
     path("auth/me/", views.MeView.as_view(), name="me"),
     path("cluster/rebalance/", cluster.RebalanceView.as_view(), name="cluster-rebalance"),
+    # The data API (control_plane.streams): records over HTTP.
+    re_path(
+        rf"^{TENANT}/topics/(?P<topic_name>[^/]+)/records/$",
+        data.ProduceView.as_view(),
+        name="topic-records",
+    ),
+    re_path(
+        rf"^{TENANT}/topics/(?P<topic_name>[^/]+)/partitions/(?P<partition>[0-9]{{1,9}})/records/$",
+        data.PartitionRecordsView.as_view(),
+        name="partition-records",
+    ),
+    re_path(rf"^{TENANT}/consumers/$", data.ConsumersView.as_view(), name="consumers"),
+    re_path(
+        rf"^{TENANT}/consumers/(?P<instance_id>[0-9a-f]{{32}})/$",
+        data.ConsumerView.as_view(),
+        name="consumer",
+    ),
+    re_path(
+        rf"^{TENANT}/consumers/(?P<instance_id>[0-9a-f]{{32}})/records/$",
+        data.ConsumerRecordsView.as_view(),
+        name="consumer-records",
+    ),
+    re_path(
+        rf"^{TENANT}/consumers/(?P<instance_id>[0-9a-f]{{32}})/commit/$",
+        data.ConsumerCommitView.as_view(),
+        name="consumer-commit",
+    ),
     *router.urls,
 ]

@@ -188,6 +188,12 @@ class DjangoMetadataStore:
     def _principal(key: ApiKey) -> Principal:
         return Principal(key.tenant_id, key.tenant.slug, key.service_account.principal, key.key_id)
 
+    def _proxied_key(self, tenant_slug: str, key_id: str) -> ApiKey | None:
+        key = self._active_key(key_id)
+        if key is None or key.tenant.slug != tenant_slug:
+            return None
+        return key
+
     @staticmethod
     def _internal_tenant(user: str) -> Tenant | None:
         slug = internal_auth.tenant_slug(user)
@@ -198,6 +204,15 @@ class DjangoMetadataStore:
 
     def scram_credentials(self, key_id: str, mechanism: str) -> ScramCredentials | None:
         if key_id == internal_auth.BROKER_USER:
+            return ScramCredentials(
+                *internal_auth.scram_credentials(
+                    settings.MILLRACE_INTERNAL_SECRET, key_id, mechanism
+                )
+            )
+        proxied = internal_auth.proxied_key(key_id)
+        if proxied is not None:
+            if self._proxied_key(*proxied) is None:
+                return None
             return ScramCredentials(
                 *internal_auth.scram_credentials(
                     settings.MILLRACE_INTERNAL_SECRET, key_id, mechanism
@@ -227,6 +242,11 @@ class DjangoMetadataStore:
             return Principal(
                 0, "", internal_auth.BROKER_PRINCIPAL_NAME, key_id, internal=True, broker=True
             )
+        proxied = internal_auth.proxied_key(key_id)
+        if proxied is not None:
+            key = self._proxied_key(*proxied)
+            # The key itself, ACLs and revocation included; the web tier proved its secret.
+            return None if key is None else self._principal(key)
         if internal_auth.tenant_slug(key_id) is not None:
             tenant = self._internal_tenant(key_id)
             if tenant is None:

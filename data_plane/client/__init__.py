@@ -1,6 +1,13 @@
 """Millrace's own Kafka protocol client (blocking), for the control plane's questions."""
 
-from data_plane.client.cluster import EARLIEST, LATEST, ClusterClient, OffsetAnswer, PositionAnswer
+from data_plane.client.cluster import (
+    EARLIEST,
+    LATEST,
+    ClusterClient,
+    OffsetAnswer,
+    PositionAnswer,
+    ReadAnswer,
+)
 from data_plane.client.connection import AuthenticationFailed, Connection, KafkaClientError
 
 __all__ = [
@@ -12,4 +19,5 @@ __all__ = [
     "KafkaClientError",
     "OffsetAnswer",
     "PositionAnswer",
+    "ReadAnswer",
 ]

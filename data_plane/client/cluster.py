@@ -16,6 +16,7 @@ from data_plane.protocol.errors import ErrorCode
 from data_plane.records.batch import (
     BATCH_HEADER_SIZE,
     InvalidRecordBatch,
+    Record,
     RecordBatch,
     TimestampType,
     read_header,
@@ -32,6 +33,21 @@ class OffsetAnswer:
 
     offset: int = -1
     timestamp: int = -1
+    error: int = ErrorCode.NONE
+
+
+@dataclass(frozen=True)
+class ReadAnswer:
+    """Records of one partition read from an offset (a Fetch), or an error.
+
+    ``records`` holds at most the records asked for, all at or after the offset; control
+    records (transaction markers) are left out. ``log_start_offset`` and
+    ``high_watermark`` are the partition's, as the leader reported them.
+    """
+
+    records: list[tuple[Record, TimestampType, int]]
+    log_start_offset: int = -1
+    high_watermark: int = -1
     error: int = ErrorCode.NONE
 
 
@@ -238,9 +254,45 @@ class ClusterClient:
 
         return self._per_leader(positions, ask, lambda code: PositionAnswer(error=code))
 
-    def _fetch(
-        self, conn: Connection, positions: Mapping[TopicPartition, int], max_bytes: int
-    ) -> dict[TopicPartition, PositionAnswer]:
+    def read(
+        self,
+        tp: TopicPartition,
+        offset: int,
+        *,
+        max_records: int,
+        max_bytes: int,
+        max_wait_ms: int = 0,
+    ) -> ReadAnswer:
+        """Up to ``max_records`` records of ``tp`` from ``offset`` (a consumer's Fetch).
+
+        With ``max_wait_ms`` the leader holds the request until a record arrives or the
+        time is up (a long poll). ``max_bytes`` bounds the fetch as in Kafka: the first
+        batch is returned even if it is larger, so a big record can always be read.
+        """
+
+        def ask(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            answer = self._fetch_raw(conn, {tp: offset}, max_bytes, max_wait_ms)
+            t = answer["responses"][0]
+            p = t["partitions"][0]
+            if p["error_code"] != ErrorCode.NONE:
+                return {
+                    tp: ReadAnswer([], p["log_start_offset"], p["high_watermark"], p["error_code"])
+                }
+            records = decode_records(bytes(p["records"] or b""), offset, max_records)
+            return {tp: ReadAnswer(records, p["log_start_offset"], p["high_watermark"])}
+
+        result: ReadAnswer = self._per_leader([tp], ask, lambda code: ReadAnswer([], error=code))[
+            tp
+        ]
+        return result
+
+    def _fetch_raw(
+        self,
+        conn: Connection,
+        positions: Mapping[TopicPartition, int],
+        max_bytes: int,
+        max_wait_ms: int = 0,
+    ) -> dict[str, Any]:
         topics: dict[str, list[dict[str, int]]] = {}
         for (topic, index), offset in positions.items():
             topics.setdefault(topic, []).append(
@@ -258,8 +310,8 @@ class ClusterClient:
             12,
             {
                 "replica_id": -1,
-                "max_wait_ms": 0,
-                "min_bytes": 0,
+                "max_wait_ms": max_wait_ms,
+                "min_bytes": 1 if max_wait_ms else 0,
                 "max_bytes": max_bytes * max(1, len(positions)),
                 "isolation_level": 0,
                 "session_id": 0,
@@ -271,6 +323,12 @@ class ClusterClient:
         )
         if answer["error_code"] != ErrorCode.NONE:
             raise KafkaClientError(f"fetch from {conn.address} failed", answer["error_code"])
+        return answer
+
+    def _fetch(
+        self, conn: Connection, positions: Mapping[TopicPartition, int], max_bytes: int
+    ) -> dict[TopicPartition, PositionAnswer]:
+        answer = self._fetch_raw(conn, positions, max_bytes)
         out: dict[TopicPartition, PositionAnswer] = {}
         for t in answer["responses"]:
             for p in t["partitions"]:
@@ -303,3 +361,25 @@ def first_timestamp(records: bytes, offset: int) -> int | None:
                     return record.timestamp
         pos += header.size
     return None
+
+
+def decode_records(
+    records: bytes, offset: int, limit: int
+) -> list[tuple[Record, TimestampType, int]]:
+    """(record, timestamp type, batch max timestamp) for the first ``limit`` records at or
+    after ``offset`` in the whole batches of ``records`` (a batch cut off is left out)."""
+    out: list[tuple[Record, TimestampType, int]] = []
+    pos = 0
+    while pos + BATCH_HEADER_SIZE <= len(records) and len(out) < limit:
+        header = read_header(records, pos)
+        if pos + header.size > len(records):
+            break
+        if header.last_offset >= offset and not header.is_control:
+            batch = RecordBatch.decode(memoryview(records)[pos : pos + header.size])
+            for record in batch.records:
+                if record.offset >= offset:
+                    out.append((record, header.timestamp_type, header.max_timestamp))
+                    if len(out) >= limit:
+                        break
+        pos += header.size
+    return out

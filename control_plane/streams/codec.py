@@ -1,0 +1,199 @@
+"""Records as JSON: how the REST and WebSocket data APIs read and write keys, values, headers.
+
+A key or value travels in one of three formats, chosen per request (or per stream):
+
+* ``json`` (default): any JSON value; produced as its compact UTF-8 JSON text, and read
+  back by parsing the bytes as JSON (bytes that are not JSON come back as a base64
+  string with ``"value_format": "binary"`` noted on the record, so nothing is lost);
+* ``string``: a JSON string, produced as its UTF-8 bytes, read back as text (bytes that
+  are not UTF-8 come back as base64, noted the same way);
+* ``binary``: a base64 string (standard alphabet, padding required), byte-exact both ways.
+
+``null`` is a null key or value (a tombstone) in every format. Header values are strings
+(``string``) or base64 (``binary``), chosen by ``header_format``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any
+
+FORMATS = ("json", "string", "binary")
+HEADER_FORMATS = ("string", "binary")
+MAX_TIMESTAMP = 2**63 - 1
+
+
+class RecordError(ValueError):
+    """One field of one record is invalid; ``field`` names it (``records[3].value``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class OutRecord:
+    """A record to produce, fully decoded and validated."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+    partition: int | None
+    timestamp_ms: int | None
+
+    @property
+    def size(self) -> int:
+        return (
+            len(self.key or b"")
+            + len(self.value or b"")
+            + sum(len(k) + len(v) for k, v in self.headers)
+        )
+
+
+def check_format(value: Any, field: str, *, header: bool = False) -> str:
+    allowed = HEADER_FORMATS if header else FORMATS
+    if value is None:
+        return allowed[0]
+    if value not in allowed:
+        raise RecordError(field, f"must be one of {', '.join(allowed)}")
+    return str(value)
+
+
+def encode(data: Any, fmt: str, field: str) -> bytes | None:
+    """The bytes a JSON field stands for, in ``fmt``."""
+    if data is None:
+        return None
+    if fmt == "json":
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    if not isinstance(data, str):
+        kind = "a base64 string" if fmt == "binary" else "a string"
+        raise RecordError(field, f"must be {kind} (format {fmt})")
+    if fmt == "string":
+        return data.encode("utf-8", "surrogatepass")
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise RecordError(field, "is not valid base64") from None
+
+
+def decode(data: bytes | None, fmt: str) -> tuple[Any, str]:
+    """(JSON value, format it is in) for bytes read from a topic; falls back to binary."""
+    if data is None:
+        return None, fmt
+    if fmt == "json":
+        try:
+            return json.loads(data), fmt
+        except (UnicodeDecodeError, ValueError):
+            pass
+    elif fmt == "string":
+        try:
+            return data.decode("utf-8"), fmt
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(data).decode("ascii"), "binary"
+
+
+def _headers(raw: Any, fmt: str, field: str) -> list[tuple[str, bytes]]:
+    if raw is None:
+        return []
+    items: list[tuple[Any, Any]]
+    if isinstance(raw, dict):
+        items = list(raw.items())
+    elif isinstance(raw, list):
+        items = []
+        for i, h in enumerate(raw):
+            if not isinstance(h, dict) or set(h) - {"key", "value"} or "key" not in h:
+                raise RecordError(f"{field}[{i}]", 'must be {"key": ..., "value": ...}')
+            items.append((h["key"], h.get("value")))
+    else:
+        raise RecordError(field, 'must be an object or a list of {"key", "value"}')
+    out = []
+    for name, value in items:
+        if not isinstance(name, str) or not name:
+            raise RecordError(field, "header keys must be non-empty strings")
+        if value is None:
+            out.append((name, b""))
+            continue
+        encoded = encode(value, fmt, f"{field}.{name}")
+        out.append((name, encoded or b""))
+    return out
+
+
+RECORD_FIELDS = frozenset({"key", "value", "headers", "partition", "timestamp"})
+
+
+def parse_record(
+    raw: Any, field: str, *, key_format: str, value_format: str, header_format: str
+) -> OutRecord:
+    if not isinstance(raw, dict):
+        raise RecordError(field, "must be an object")
+    unknown = set(raw) - RECORD_FIELDS
+    if unknown:
+        raise RecordError(field, f"unknown fields {', '.join(sorted(unknown))}")
+    partition = raw.get("partition")
+    if partition is not None and (
+        isinstance(partition, bool) or not isinstance(partition, int) or partition < 0
+    ):
+        raise RecordError(f"{field}.partition", "must be a non-negative integer")
+    timestamp = raw.get("timestamp")
+    if timestamp is not None and (
+        isinstance(timestamp, bool)
+        or not isinstance(timestamp, int)
+        or not 0 <= timestamp <= MAX_TIMESTAMP
+    ):
+        raise RecordError(f"{field}.timestamp", "must be milliseconds since the epoch")
+    key = encode(raw.get("key"), key_format, f"{field}.key")
+    value = encode(raw.get("value"), value_format, f"{field}.value")
+    if key is None and value is None:
+        raise RecordError(field, "needs a key or a value (a tombstone needs its key)")
+    return OutRecord(
+        key=key,
+        value=value,
+        headers=_headers(raw.get("headers"), header_format, f"{field}.headers"),
+        partition=partition,
+        timestamp_ms=timestamp,
+    )
+
+
+def render_record(
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp: int,
+    timestamp_type: str,
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]],
+    key_format: str,
+    value_format: str,
+    header_format: str,
+) -> dict[str, Any]:
+    key_json, kf = decode(key, key_format)
+    value_json, vf = decode(value, value_format)
+    rendered_headers = []
+    for name, raw in headers:
+        hv, hf = decode(raw, header_format)
+        header = {"key": name, "value": hv}
+        if hf != header_format:
+            header["format"] = hf
+        rendered_headers.append(header)
+    out: dict[str, Any] = {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "timestamp": timestamp,
+        "timestamp_type": timestamp_type,
+        "key": key_json,
+        "value": value_json,
+        "headers": rendered_headers,
+    }
+    if kf != key_format:
+        out["key_format"] = kf
+    if vf != value_format:
+        out["value_format"] = vf
+    return out

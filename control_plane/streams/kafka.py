@@ -1,0 +1,390 @@
+"""The web tier as a Kafka client of its own brokers, acting as the caller's API key.
+
+Every connection opened here authenticates as the caller's *delegated* principal
+(``data_plane.internal_auth.proxy_username``): the broker then applies that key's ACLs,
+tenant scope, quotas and revocation exactly as for the key's own connections. There is no
+superuser on this path.
+
+* **Produce** and **consumer instances** use aiokafka, on one event loop that runs in a
+  background thread of the web process (:class:`Gateway`); synchronous views hand it
+  coroutines. Producers are pooled per (key, acks) and closed when idle.
+* **Reads from an offset** use the project's blocking client in the request's thread,
+  pooled per key (:class:`ReaderPool`).
+* WebSocket streams run their own aiokafka clients on the ASGI server's loop
+  (``control_plane.streams.consumers``); they use :func:`client_options` too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.errors import KafkaError
+from django.conf import settings
+
+from control_plane.catalog.models import Broker
+from control_plane.core.errors import NotFound, ServiceError, Unavailable
+from data_plane import internal_auth
+from data_plane.client import ClusterClient
+from data_plane.protocol.errors import ErrorCode
+
+logger = logging.getLogger("millrace.streams")
+
+T = TypeVar("T")
+ACKS = {"all": "all", "-1": "all", "1": 1, "0": 0}
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """Whom the web tier acts as: one API key of one tenant."""
+
+    tenant_slug: str
+    key_id: str
+
+    @property
+    def username(self) -> str:
+        return internal_auth.proxy_username(self.tenant_slug, self.key_id)
+
+
+def bootstrap_servers() -> list[str]:
+    brokers = Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS).values_list(
+        "host", "port"
+    )
+    servers = [f"{host}:{port}" for host, port in brokers]
+    if not servers:
+        raise Unavailable("no broker is running")
+    return servers
+
+
+def client_options(who: Delegation, bootstrap: list[str]) -> dict[str, Any]:
+    """aiokafka connection options for acting as ``who`` (the secret is never logged)."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "client_id": f"millrace-web/{who.key_id}",
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": internal_auth.MECHANISM,
+        "sasl_plain_username": who.username,
+        "sasl_plain_password": internal_auth.password(settings.MILLRACE_INTERNAL_SECRET),
+    }
+
+
+# What Kafka clients offer by default (librdkafka: range,roundrobin), so members of any
+# client can share a group with the web tier's members.
+ASSIGNORS = (RangePartitionAssignor, RoundRobinPartitionAssignor)
+
+
+def error_info(exc: BaseException) -> dict[str, Any]:
+    """A per-record or per-frame error: Kafka's error name and a message."""
+    if isinstance(exc, KafkaError):
+        name = type(exc).__name__.removesuffix("Error")
+        snake = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+        return {"code": snake, "message": str(exc) or name, "retriable": exc.retriable}
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return {"code": "request_timed_out", "message": "timed out", "retriable": True}
+    return {"code": "unknown", "message": str(exc) or type(exc).__name__, "retriable": False}
+
+
+# --- the gateway loop ------------------------------------------------------------------------
+
+
+@dataclass
+class _Pooled:
+    producer: AIOKafkaProducer
+    last_used: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class ConsumerInstance:
+    """A group member held by the web tier for an HTTP client (a REST proxy instance)."""
+
+    id: str
+    owner: Delegation
+    group: str
+    topics: list[str]
+    consumer: AIOKafkaConsumer
+    formats: dict[str, str]
+    auto_commit: bool
+    idle_timeout: float
+    created: float = field(default_factory=time.time)
+    last_used: float = field(default_factory=time.monotonic)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Gateway:
+    """One asyncio loop in a daemon thread holding the web process's aiokafka clients."""
+
+    PRODUCER_IDLE_SECONDS = 300.0
+    SWEEP_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        self._start_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweep_task: asyncio.Task[None] | None = None
+        self._producers: dict[tuple[str, str], _Pooled] = {}
+        self._producer_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.instances: dict[str, ConsumerInstance] = {}
+
+    # -- running coroutines ---------------------------------------------------------------
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._start_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    self._sweep_task = loop.create_task(self._sweeper())
+                    loop.run_forever()
+
+                threading.Thread(target=run, name="millrace-gateway", daemon=True).start()
+                ready.wait()
+                self._loop = loop
+            return self._loop
+
+    def run(self, factory: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
+        """Run a coroutine on the gateway loop and wait for its result (from any thread)."""
+        future = asyncio.run_coroutine_threadsafe(factory(), self._ensure_loop())
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise Unavailable("the brokers did not answer in time") from None
+
+    async def _sweeper(self) -> None:
+        while True:
+            await asyncio.sleep(self.SWEEP_SECONDS)
+            now = time.monotonic()
+            for pool_key, pooled in list(self._producers.items()):
+                if now - pooled.last_used > self.PRODUCER_IDLE_SECONDS:
+                    self._producers.pop(pool_key, None)
+                    await _quietly(pooled.producer.stop())
+            for instance in list(self.instances.values()):
+                if now - instance.last_used > instance.idle_timeout and not instance.lock.locked():
+                    logger.info("consumer instance %s expired", instance.id)
+                    await self._drop(instance)
+
+    # -- producing ------------------------------------------------------------------------
+
+    async def producer(self, who: Delegation, acks: str, bootstrap: list[str]) -> AIOKafkaProducer:
+        pool_key = (who.username, acks)
+        lock = self._producer_locks.setdefault(pool_key, asyncio.Lock())
+        async with lock:
+            pooled = self._producers.get(pool_key)
+            if pooled is None:
+                producer = AIOKafkaProducer(
+                    **client_options(who, bootstrap),
+                    acks=ACKS[acks],
+                    enable_idempotence=acks == "all",
+                    linger_ms=2,
+                    max_batch_size=512 * 1024,
+                    max_request_size=settings.MILLRACE_REST_MAX_BODY_BYTES,
+                    request_timeout_ms=15_000,
+                )
+                try:
+                    await producer.start()
+                except BaseException:
+                    await _quietly(producer.stop())
+                    raise
+                pooled = self._producers[pool_key] = _Pooled(producer)
+            pooled.last_used = time.monotonic()
+            return pooled.producer
+
+    async def forget_producer(self, who: Delegation, acks: str) -> None:
+        pooled = self._producers.pop((who.username, acks), None)
+        if pooled is not None:
+            await _quietly(pooled.producer.stop())
+
+    async def close_key(self, key_id: str) -> None:
+        """Drop every client acting as ``key_id`` (it was revoked)."""
+        for pool_key, pooled in list(self._producers.items()):
+            if pool_key[0].endswith("/" + key_id):
+                self._producers.pop(pool_key, None)
+                await _quietly(pooled.producer.stop())
+        for instance in list(self.instances.values()):
+            if instance.owner.key_id == key_id:
+                await self._drop(instance)
+
+    # -- consumer instances ---------------------------------------------------------------
+
+    async def create_instance(
+        self,
+        who: Delegation,
+        bootstrap: list[str],
+        *,
+        group: str,
+        topics: list[str],
+        auto_offset_reset: str,
+        auto_commit: bool,
+        idle_timeout: float,
+        formats: dict[str, str],
+    ) -> ConsumerInstance:
+        owned = sum(1 for i in self.instances.values() if i.owner.tenant_slug == who.tenant_slug)
+        if owned >= settings.MILLRACE_REST_MAX_CONSUMERS_PER_TENANT:
+            raise Unavailable(
+                f"tenant {who.tenant_slug} already has {owned} consumer instances on this "
+                "web process; delete some or let idle ones expire"
+            )
+        instance_id = uuid.uuid4().hex
+        consumer = AIOKafkaConsumer(
+            *topics,
+            **client_options(who, bootstrap),
+            group_id=group,
+            partition_assignment_strategy=ASSIGNORS,
+            auto_offset_reset=auto_offset_reset,
+            enable_auto_commit=auto_commit,
+            # Bounded prefetch: one web process holds many instances.
+            fetch_max_bytes=4 * 2**20,
+            max_partition_fetch_bytes=2**20,
+            # An instance polled less often than this leaves its group (Kafka's rule).
+            max_poll_interval_ms=int(max(idle_timeout, 10) * 1000) + 30_000,
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=3_000,
+        )
+        try:
+            await consumer.start()
+        except BaseException:
+            await _quietly(consumer.stop())
+            raise
+        instance = ConsumerInstance(
+            id=instance_id,
+            owner=who,
+            group=group,
+            topics=topics,
+            consumer=consumer,
+            formats=formats,
+            auto_commit=auto_commit,
+            idle_timeout=idle_timeout,
+        )
+        self.instances[instance_id] = instance
+        return instance
+
+    def instance(self, instance_id: str, who: Delegation) -> ConsumerInstance:
+        instance = self.instances.get(instance_id)
+        # Another key's instance is "not found", never "forbidden".
+        if instance is None or instance.owner != who:
+            raise NotFound(
+                f"consumer instance {instance_id!r} not found (it was deleted, expired after "
+                "being idle, or lives on another web process)"
+            )
+        instance.last_used = time.monotonic()
+        return instance
+
+    async def _drop(self, instance: ConsumerInstance) -> None:
+        if self.instances.pop(instance.id, None) is not None:
+            await _quietly(instance.consumer.stop())
+
+    async def delete_instance(self, instance_id: str, who: Delegation) -> None:
+        instance = self.instance(instance_id, who)
+        async with instance.lock:
+            await self._drop(instance)
+
+
+async def _quietly(awaitable: Awaitable[Any]) -> None:
+    try:
+        await asyncio.wait_for(awaitable, 10)
+    except Exception:
+        logger.debug("closing a Kafka client failed", exc_info=True)
+
+
+gateway = Gateway()
+
+
+# --- reads from an offset --------------------------------------------------------------------
+
+
+class ReaderPool:
+    """Blocking clients per delegated principal, reused across requests (one at a time each)."""
+
+    IDLE_SECONDS = 60.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[str, list[tuple[ClusterClient, float]]] = {}
+
+    @contextlib.contextmanager
+    def client(self, who: Delegation, timeout: float) -> Iterator[ClusterClient]:
+        client = self._checkout(who.username)
+        if client is None:
+            client = ClusterClient(
+                [_split(s) for s in bootstrap_servers()],
+                username=who.username,
+                password=internal_auth.password(settings.MILLRACE_INTERNAL_SECRET),
+                mechanism=internal_auth.MECHANISM,
+                client_id=f"millrace-web/{who.key_id}",
+                timeout=timeout,
+            )
+        client._timeout = timeout
+        ok = False
+        try:
+            yield client
+            ok = True
+        finally:
+            if ok:
+                self._checkin(who.username, client)
+            else:
+                client.close()
+
+    def _checkout(self, username: str) -> ClusterClient | None:
+        now = time.monotonic()
+        with self._lock:
+            stale = [
+                c
+                for clients in self._idle.values()
+                for c, t in clients
+                if now - t > self.IDLE_SECONDS
+            ]
+            for name in list(self._idle):
+                self._idle[name] = [
+                    (c, t) for c, t in self._idle[name] if now - t <= self.IDLE_SECONDS
+                ]
+            free = self._idle.get(username)
+            client = free.pop()[0] if free else None
+        for c in stale:
+            c.close()
+        return client
+
+    def _checkin(self, username: str, client: ClusterClient) -> None:
+        with self._lock:
+            self._idle.setdefault(username, []).append((client, time.monotonic()))
+
+    def close_key(self, key_id: str) -> None:
+        with self._lock:
+            dropped = [name for name in self._idle if name.endswith("/" + key_id)]
+            clients = [c for name in dropped for c, _ in self._idle.pop(name)]
+        for c in clients:
+            c.close()
+
+
+def _split(server: str) -> tuple[str, int]:
+    host, _, port = server.rpartition(":")
+    return host, int(port)
+
+
+readers = ReaderPool()
+
+
+def kafka_error(code: int, *, topic: str, partition: int | None = None) -> ServiceError:
+    """The API error for a Kafka error code a broker answered with."""
+    where = f"topic {topic!r}" + (f" partition {partition}" if partition is not None else "")
+    error = ServiceError(f"{ErrorCode(code).name.lower()} on {where}")
+    if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+        error.status, error.code = 403, "permission_denied"
+    elif code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        error.status, error.code = 404, "not_found"
+    elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+        error.status, error.code = 416, "offset_out_of_range"
+    else:
+        error.status, error.code = 503, "unavailable"
+    return error
