@@ -23,7 +23,7 @@ from control_plane.access.models import SERVICE_ACCOUNT_NAME_REGEX, Acl, ApiKey,
 from control_plane.audit.services import record_event
 from control_plane.core.actor import Actor
 from control_plane.core.errors import AlreadyExists, InvalidInput
-from control_plane.core.notify import notify_metadata_changed
+from control_plane.core.notify import announce_keys_closed, notify_metadata_changed
 from control_plane.tenancy.models import Tenant
 from data_plane.acl import (
     WILDCARD_HOST,
@@ -156,6 +156,7 @@ def delete_service_account(actor: Actor, sa: ServiceAccount) -> None:
         before=service_account_snapshot(sa),
     )
     notify_metadata_changed("access.service_account_deleted", tenant=sa.tenant_id)
+    announce_keys_closed(sa.api_keys.values_list("key_id", flat=True))
     sa.delete()
 
 
@@ -219,6 +220,7 @@ def revoke_api_key(actor: Actor, key: ApiKey) -> ApiKey:
     key.refresh_from_db()
     if updated:
         notify_metadata_changed("access.api_key_revoked", tenant=key.tenant_id, key_id=key.key_id)
+        announce_keys_closed([key.key_id])
         record_event(
             actor,
             tenant=key.tenant,

@@ -169,7 +169,7 @@ class Gateway:
             for pool_key, pooled in list(self._producers.items()):
                 if now - pooled.last_used > self.PRODUCER_IDLE_SECONDS:
                     self._producers.pop(pool_key, None)
-                    await _quietly(pooled.producer.stop())
+                    await stop_quietly(pooled.producer.stop())
             for instance in list(self.instances.values()):
                 if now - instance.last_used > instance.idle_timeout and not instance.lock.locked():
                     logger.info("consumer instance %s expired", instance.id)
@@ -195,7 +195,7 @@ class Gateway:
                 try:
                     await producer.start()
                 except BaseException:
-                    await _quietly(producer.stop())
+                    await stop_quietly(producer.stop())
                     raise
                 pooled = self._producers[pool_key] = _Pooled(producer)
             pooled.last_used = time.monotonic()
@@ -204,14 +204,14 @@ class Gateway:
     async def forget_producer(self, who: Delegation, acks: str) -> None:
         pooled = self._producers.pop((who.username, acks), None)
         if pooled is not None:
-            await _quietly(pooled.producer.stop())
+            await stop_quietly(pooled.producer.stop())
 
     async def close_key(self, key_id: str) -> None:
         """Drop every client acting as ``key_id`` (it was revoked)."""
         for pool_key, pooled in list(self._producers.items()):
             if pool_key[0].endswith("/" + key_id):
                 self._producers.pop(pool_key, None)
-                await _quietly(pooled.producer.stop())
+                await stop_quietly(pooled.producer.stop())
         for instance in list(self.instances.values()):
             if instance.owner.key_id == key_id:
                 await self._drop(instance)
@@ -255,7 +255,7 @@ class Gateway:
         try:
             await consumer.start()
         except BaseException:
-            await _quietly(consumer.stop())
+            await stop_quietly(consumer.stop())
             raise
         instance = ConsumerInstance(
             id=instance_id,
@@ -283,7 +283,7 @@ class Gateway:
 
     async def _drop(self, instance: ConsumerInstance) -> None:
         if self.instances.pop(instance.id, None) is not None:
-            await _quietly(instance.consumer.stop())
+            await stop_quietly(instance.consumer.stop())
 
     async def delete_instance(self, instance_id: str, who: Delegation) -> None:
         instance = self.instance(instance_id, who)
@@ -291,7 +291,7 @@ class Gateway:
             await self._drop(instance)
 
 
-async def _quietly(awaitable: Awaitable[Any]) -> None:
+async def stop_quietly(awaitable: Awaitable[Any]) -> None:
     try:
         await asyncio.wait_for(awaitable, 10)
     except Exception:
