@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
-	bench-replication chaos
+	bench-replication bench-streams chaos
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench-groups: install
 ## Replication benchmark: acks=all RF 3 throughput, end-to-end latency, kill -9 failover (3 brokers).
 bench-replication: install
 	$(PY) -m data_plane.broker.bench_replication
+
+## Data API benchmark: REST produce, WebSocket delivery and latency (daphne + a broker; Postgres, Redis).
+bench-streams: install
+	$(PY) -m control_plane.streams.bench
 
 ## Long fault-injection run (docs/reliability.md): CHAOS_FAULTS faults (default 100), CHAOS_SEED; Postgres.
 chaos: install

@@ -184,7 +184,12 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": "millrace:channels"},
+            # redis-py 8 times reads out after 5 s, exactly channels-redis' blocking
+            # receive time (BZPOPMIN 5 s): a quiet socket's receive would race it and die.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "prefix": "millrace:channels",
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL
@@ -313,9 +318,10 @@ if DEBUG:
 SPECTACULAR_SETTINGS = {
     "TITLE": "Millrace admin API",
     "DESCRIPTION": (
-        "Tenants, members, topics, service accounts, API keys, ACLs and the audit log. "
+        "Tenants, members, topics, service accounts, API keys, ACLs and the audit log; "
+        "and the data API (tag data): produce, read partitions, consumer instances. "
         "Authenticate with a console session or an API key (HTTP Basic key:secret, or "
-        "Bearer key.secret)."
+        "Bearer key.secret); the data API takes API keys only."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -324,6 +330,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # Keys and values share one format enum in the data API's schema.
+    "ENUM_NAME_OVERRIDES": {
+        "RecordFormatEnum": "control_plane.streams.codec.FORMATS",
+        "HeaderFormatEnum": "control_plane.streams.codec.HEADER_FORMATS",
+    },
 }
 
 # --- i18n, static ------------------------------------------------------------------------

@@ -549,6 +549,9 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
                 self.unacked += len(records)
                 self._update_window()
                 await self.send_json({"type": "records", "records": records})
+                # Nothing above need suspend when records are buffered: let the loop run
+                # the other sockets, the acks and the channel layer between frames.
+                await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the stream ends with a reason
