@@ -63,6 +63,15 @@ def check_format(value: Any, field: str, *, header: bool = False) -> str:
     return str(value)
 
 
+def formats(source: Any) -> dict[str, str]:
+    """``key_format``, ``value_format`` and ``header_format`` of a request or frame."""
+    return {
+        "key_format": check_format(source.get("key_format"), "key_format"),
+        "value_format": check_format(source.get("value_format"), "value_format"),
+        "header_format": check_format(source.get("header_format"), "header_format", header=True),
+    }
+
+
 def encode(data: Any, fmt: str, field: str) -> bytes | None:
     """The bytes a JSON field stands for, in ``fmt``."""
     if data is None:

@@ -401,13 +401,7 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
 
     async def _subscription(self, frame: dict[str, Any]) -> dict[str, Any]:
         try:
-            formats = {
-                "key_format": codec.check_format(frame.get("key_format"), "key_format"),
-                "value_format": codec.check_format(frame.get("value_format"), "value_format"),
-                "header_format": codec.check_format(
-                    frame.get("header_format"), "header_format", header=True
-                ),
-            }
+            formats = codec.formats(frame)
         except codec.RecordError as exc:
             raise FrameError("bad_frame", str(exc)) from None
         group = frame.get("group")
@@ -656,13 +650,7 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         topic = frame.get("topic")
         partitions = await self._check_topic(topic, Operation.WRITE)
         try:
-            formats = {
-                "key_format": codec.check_format(frame.get("key_format"), "key_format"),
-                "value_format": codec.check_format(frame.get("value_format"), "value_format"),
-                "header_format": codec.check_format(
-                    frame.get("header_format"), "header_format", header=True
-                ),
-            }
+            formats = codec.formats(frame)
             raw = {k: v for k, v in frame.items() if k in codec.RECORD_FIELDS}
             record = codec.parse_record(raw, "record", **formats)
         except codec.RecordError as exc:

@@ -201,21 +201,6 @@ class Gateway:
             pooled.last_used = time.monotonic()
             return pooled.producer
 
-    async def forget_producer(self, who: Delegation, acks: str) -> None:
-        pooled = self._producers.pop((who.username, acks), None)
-        if pooled is not None:
-            await stop_quietly(pooled.producer.stop())
-
-    async def close_key(self, key_id: str) -> None:
-        """Drop every client acting as ``key_id`` (it was revoked)."""
-        for pool_key, pooled in list(self._producers.items()):
-            if pool_key[0].endswith("/" + key_id):
-                self._producers.pop(pool_key, None)
-                await stop_quietly(pooled.producer.stop())
-        for instance in list(self.instances.values()):
-            if instance.owner.key_id == key_id:
-                await self._drop(instance)
-
     # -- consumer instances ---------------------------------------------------------------
 
     async def create_instance(
@@ -358,13 +343,6 @@ class ReaderPool:
     def _checkin(self, username: str, client: ClusterClient) -> None:
         with self._lock:
             self._idle.setdefault(username, []).append((client, time.monotonic()))
-
-    def close_key(self, key_id: str) -> None:
-        with self._lock:
-            dropped = [name for name in self._idle if name.endswith("/" + key_id)]
-            clients = [c for name in dropped for c, _ in self._idle.pop(name)]
-        for c in clients:
-            c.close()
 
 
 def _split(server: str) -> tuple[str, int]:

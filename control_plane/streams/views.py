@@ -89,18 +89,9 @@ class NotPermittedForUsers(ServiceError):
         )
 
 
-def _formats(source: Any, prefix: str = "") -> dict[str, str]:
-    def get(name: str) -> Any:
-        return source.get(name) if hasattr(source, "get") else None
-
+def _formats(source: Any) -> dict[str, str]:
     try:
-        return {
-            "key_format": codec.check_format(get("key_format"), prefix + "key_format"),
-            "value_format": codec.check_format(get("value_format"), prefix + "value_format"),
-            "header_format": codec.check_format(
-                get("header_format"), prefix + "header_format", header=True
-            ),
-        }
+        return codec.formats(source)
     except codec.RecordError as exc:
         raise InvalidInput(exc.message, field=exc.field) from None
 
