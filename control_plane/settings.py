@@ -145,13 +145,27 @@ TEMPLATES = [
 # --- metadata store -------------------------------------------------------------------
 DATABASE_URL = envstr("DATABASE_URL")
 if DATABASE_URL:
+    # A pool suits the web process: daphne runs each request's view in a fresh thread, and
+    # Django's connections are per thread, so without one every request opens a
+    # connection. Long-lived threads (brokers, workers) keep theirs (DATABASE_CONN_MAX_AGE).
+    DATABASE_POOL_SIZE = envint("DATABASE_POOL_SIZE", 0, minimum=0)
     DATABASES = {
         "default": dj_database_url.parse(
             DATABASE_URL,
-            conn_max_age=envint("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+            conn_max_age=(
+                0 if DATABASE_POOL_SIZE else envint("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+            ),
+            # With a pool: each connection is checked as it is handed out.
             conn_health_checks=True,
         )
     }
+    if DATABASE_POOL_SIZE:
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": DATABASE_POOL_SIZE,
+            # Seconds a request waits for a free connection before it fails.
+            "timeout": envint("DATABASE_POOL_TIMEOUT", 10, minimum=1),
+        }
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -179,6 +193,9 @@ if REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "millrace",
+            # One connection pool per process: Django makes a cache object per request
+            # context, and each would otherwise open its own connection.
+            "OPTIONS": {"pool_class": "control_plane.core.cache.SharedConnectionPool"},
         }
     }
     CHANNEL_LAYERS = {

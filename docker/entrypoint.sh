@@ -16,6 +16,8 @@ fi
 
 case "$role" in
     web)
+        # daphne runs each request in a new thread: pool the database connections.
+        export DATABASE_POOL_SIZE="${DATABASE_POOL_SIZE:-20}"
         exec daphne -b 0.0.0.0 -p 8000 "$@" control_plane.asgi:application
         ;;
     worker)

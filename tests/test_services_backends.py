@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 
 import psycopg
 import pytest
@@ -16,6 +17,7 @@ from control_plane.access import services as access_services
 from control_plane.catalog import services as catalog_services
 from control_plane.core.notify import CHANNEL
 from tests.conftest import SYSTEM
+from tests.test_settings import django_python
 
 
 @contextlib.contextmanager
@@ -68,3 +70,54 @@ def test_channel_layer_round_trip():
         return await asyncio.wait_for(layer.receive(channel), timeout=5)
 
     assert asyncio.run(round_trip()) == {"type": "probe", "n": 1}
+
+
+def test_cache_objects_share_one_redis_pool():
+    """Django makes a cache object per request context; they must not each connect anew."""
+    if not settings.REDIS_URL:
+        pytest.skip("the Redis cache needs REDIS_URL")
+    from django.core.cache import caches
+
+    first, second = caches.create_connection("default"), caches.create_connection("default")
+    assert first is not second
+    assert first._cache._get_connection_pool(True) is second._cache._get_connection_pool(True)
+    second.set("pool-probe", 1, timeout=5)
+    assert first.get("pool-probe") == 1
+
+
+POOL_PROBE = """
+import json, threading, django
+django.setup()
+from django.db import connection
+
+pids = []
+
+def request():  # as daphne runs a view: a new thread, the connection closed at the end
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pids.append(cursor.fetchone()[0])
+    connection.close()
+
+for _ in range(6):
+    thread = threading.Thread(target=request)
+    thread.start()
+    thread.join()
+print(json.dumps({"pooled": getattr(connection, "pool", None) is not None, "pids": pids}))
+"""
+
+
+@pytest.mark.parametrize("pool_size", ["0", "3"])
+def test_database_pool_serves_requests_in_new_threads(pool_size):
+    """DATABASE_POOL_SIZE (the web role's setting) reuses connections across request threads."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the connection pool is for Postgres")
+    result = django_python(POOL_PROBE, {**os.environ, "DATABASE_POOL_SIZE": pool_size})
+    assert result.returncode == 0, result.stderr
+    probe = json.loads(result.stdout)
+    assert len(probe["pids"]) == 6
+    if pool_size == "0":  # a connection per request thread
+        assert not probe["pooled"]
+        assert len(set(probe["pids"])) == 6
+    else:
+        assert probe["pooled"]
+        assert len(set(probe["pids"])) <= int(pool_size)

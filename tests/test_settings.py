@@ -76,6 +76,18 @@ def manage(args, extra_env, tmp_path):
     )
 
 
+def django_python(code, environ):
+    """Run ``python -c code`` with our settings in a fresh process with ``environ``."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**environ, "DJANGO_SETTINGS_MODULE": "control_plane.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 PRODUCTION = {
     "MILLRACE_ENV": "production",
     "SECRET_KEY": secrets.token_urlsafe(64),
@@ -126,15 +138,8 @@ def test_embedded_default_uses_sqlite_wal_and_local_layers(tmp_path):
         " s.CELERY_BROKER_URL]))"
     )
     environ = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    environ.update(MILLRACE_DATA_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="control_plane.settings")
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    environ.update(MILLRACE_DATA_DIR=str(tmp_path))
+    result = django_python(code, environ)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == (
         '["sqlite", "wal", "channels.layers.InMemoryChannelLayer", "filesystem://"]'

@@ -58,7 +58,8 @@ def _record(i: int) -> dict[str, Any]:
     return {"value": {"id": i, "user": f"user-{i % 1000:04d}", "action": "click", "n": i * 7}}
 
 
-def _start_web(env: dict[str, str], port: int, log_path: Path) -> subprocess.Popen[bytes]:
+def start_web(env: dict[str, str], port: int, log_path: Path) -> subprocess.Popen[bytes]:
+    """daphne serving ``control_plane.asgi`` on 127.0.0.1:``port``, once /healthz answers."""
     with open(log_path, "ab") as log:
         web = subprocess.Popen(  # noqa: S603 - our own command line
             [
@@ -72,7 +73,8 @@ def _start_web(env: dict[str, str], port: int, log_path: Path) -> subprocess.Pop
                 "control_plane.asgi:application",
             ],
             cwd=ROOT,
-            env=env,
+            # The web role as deployed (docker/entrypoint.sh): DEBUG off, pooled connections.
+            env={**env, "DEBUG": "0", "DATABASE_POOL_SIZE": "20"},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -304,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         web = None
         try:
-            web = _start_web(env, web_port, work / "web.log")
+            web = start_web(env, web_port, work / "web.log")
             bootstrap = f"127.0.0.1:{broker_port}"
             from confluent_kafka.admin import AdminClient, NewTopic
 

@@ -72,12 +72,16 @@ def formats(source: Any) -> dict[str, str]:
     }
 
 
+# Built once: json.dumps with non-default options builds an encoder on every call.
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def encode(data: Any, fmt: str, field: str) -> bytes | None:
     """The bytes a JSON field stands for, in ``fmt``."""
     if data is None:
         return None
     if fmt == "json":
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        return _compact_json(data).encode()
     if not isinstance(data, str):
         kind = "a base64 string" if fmt == "binary" else "a string"
         raise RecordError(field, f"must be {kind} (format {fmt})")

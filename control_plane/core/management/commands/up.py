@@ -27,12 +27,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from control_plane.core.bootstrap import ensure_first_admin
 
 STOP_TIMEOUT_SECONDS = 15
+WEB_DATABASE_POOL_SIZE = os.environ.get("DATABASE_POOL_SIZE") or "20"
 
 
 @dataclass
 class Child:
     name: str
     argv: list[str]
+    env: dict[str, str] | None = None
     process: subprocess.Popen[bytes] | None = None
 
 
@@ -63,7 +65,9 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, request_stop)
         for child in children:
             # Own session: a terminal's Ctrl-C reaches only us, and we stop children in order.
-            child.process = subprocess.Popen(child.argv, start_new_session=True)  # noqa: S603
+            child.process = subprocess.Popen(  # noqa: S603 - our own command lines
+                child.argv, env=child.env, start_new_session=True
+            )
         url = f"http://{options['host']}:{options['port']}/"
         ready = self._wait_ready(url + "healthz", children, lambda: stopping)
         if ready:
@@ -96,6 +100,8 @@ class Command(BaseCommand):
                     str(port),
                     "control_plane.asgi:application",
                 ],
+                # With Postgres: a connection pool (daphne runs each request in a new thread).
+                env={**os.environ, "DATABASE_POOL_SIZE": WEB_DATABASE_POOL_SIZE},
             ),
             Child(
                 "worker",
