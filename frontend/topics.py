@@ -1,0 +1,271 @@
+"""Topic pages: the list, create, the detail page (partitions and configuration), edit
+configs, add partitions, and delete with a typed confirmation.
+
+Every change goes through ``control_plane.catalog.services`` as the REST API does, so
+validation messages, audit events and broker notifications are the API's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from control_plane.api.views import TopicViewSet
+from control_plane.catalog import services as catalog_services
+from control_plane.catalog.models import Topic
+from control_plane.core.errors import InvalidInput, ServiceError
+from control_plane.groups.lag import Brokers
+from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
+from frontend.console import Page, form_errors, member_view
+
+NEEDS = TopicViewSet.needs
+
+# Retention as people say it; the form sends an amount and one of these units.
+DURATION_UNITS = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_ms(amount: str, unit: str, field: str) -> int:
+    """Milliseconds for ``amount`` ``unit`` ("forever" is -1, Kafka's unlimited)."""
+    if unit == "forever":
+        return -1
+    if unit not in DURATION_UNITS:
+        raise InvalidInput(
+            f"unit must be one of {', '.join(DURATION_UNITS)} or forever", field=field
+        )
+    try:
+        value = int(amount.strip())
+    except ValueError:
+        raise InvalidInput("enter a whole number", field=field) from None
+    if value < 0:
+        raise InvalidInput("enter a number of 0 or more", field=field)
+    return value * DURATION_UNITS[unit]
+
+
+def split_duration(ms: int) -> tuple[str, str]:
+    """(amount, unit) in the largest unit that divides ``ms`` exactly."""
+    if ms < 0:
+        return "", "forever"
+    for unit in ("d", "h", "min", "s"):
+        size = DURATION_UNITS[unit]
+        if ms and ms % size == 0:
+            return str(ms // size), unit
+    return str(ms), "ms"
+
+
+# What a broker's error for one partition means to someone looking at the table.
+PARTITION_ERRORS = {
+    "UNKNOWN_TOPIC_OR_PARTITION": "not on its leader yet",
+    "LEADER_NOT_AVAILABLE": "no leader",
+    "NOT_LEADER_OR_FOLLOWER": "leader moving",
+}
+
+
+def _int(raw: str, field: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise InvalidInput("enter a whole number", field=field) from None
+
+
+def _topic(page: Page, name: str) -> Topic:
+    topic = Topic.objects.filter(tenant=page.tenant, name=name).first()
+    if topic is None:
+        raise Http404("no such topic")
+    return topic
+
+
+def _back_to(page: Page, topic: Topic) -> HttpResponse:
+    return redirect("frontend:topic", tenant_slug=page.tenant.slug, name=topic.name)
+
+
+@member_view("topics")
+def topic_list(page: Page) -> HttpResponse:
+    query = page.request.GET.get("q", "").strip()
+    rows = Topic.objects.filter(tenant=page.tenant)
+    if query:
+        rows = rows.filter(name__icontains=query)
+    topics = []
+    for topic in rows:
+        effective = effective_configs(topic.configs)
+        topics.append(
+            {
+                "topic": topic,
+                "retention_ms": effective["retention.ms"],
+                "cleanup_policy": effective["cleanup.policy"],
+            }
+        )
+    return page.render(
+        "frontend/topics.html",
+        {"topics": topics, "q": query},
+        partial="frontend/partials/topic_rows.html",
+    )
+
+
+@member_view("topics", role=NEEDS["create"].role)
+def topic_create(page: Page) -> HttpResponse:
+    form: dict[str, Any] = {
+        "name": "",
+        "partitions": "3",
+        "replication_factor": str(catalog_services.default_replication_factor()),
+        "retention_amount": "7",
+        "retention_unit": "d",
+        "cleanup_policy": "delete",
+    }
+    errors: dict[str, str] = {}
+    if page.request.method == "POST":
+        form.update({k: page.request.POST.get(k, "").strip() for k in form})
+        try:
+            configs: dict[str, object] = {
+                "retention.ms": duration_ms(
+                    form["retention_amount"], form["retention_unit"], "retention"
+                ),
+                "cleanup.policy": form["cleanup_policy"],
+            }
+            topic = catalog_services.create_topic(
+                page.actor,
+                page.tenant,
+                name=form["name"],
+                partition_count=_int(form["partitions"], "partitions"),
+                replication_factor=_int(form["replication_factor"], "replication_factor"),
+                configs=configs,
+            )
+        except ServiceError as exc:
+            errors = form_errors(
+                exc,
+                {
+                    "partition_count": "partitions",
+                    "configs.retention.ms": "retention",
+                    "configs.cleanup.policy": "cleanup_policy",
+                },
+            )
+        else:
+            messages.success(page.request, f"Topic {topic.name} created.")
+            return _back_to(page, topic)
+    return page.render(
+        "frontend/topic_create.html",
+        {
+            "form": form,
+            "errors": errors,
+            "units": [*DURATION_UNITS, "forever"],
+            "cleanup_policies": TOPIC_CONFIGS["cleanup.policy"].choices,
+        },
+        status=400 if errors else 200,
+    )
+
+
+def _partitions(page: Page, topic: Topic) -> tuple[list[dict[str, Any]], str | None]:
+    """Rows of the partitions table: metadata, and the log's offsets from the brokers."""
+    rows = list(topic.partitions.all())
+    tps = [(topic.name, p.index) for p in rows]
+    with Brokers(page.tenant) as brokers:
+        state = brokers.log_state(tps, {})
+    out = []
+    for p in rows:
+        tp = (topic.name, p.index)
+        start, end = state.start.get(tp), state.end.get(tp)
+        out.append(
+            {
+                "index": p.index,
+                "leader": p.leader,
+                "replicas": p.replicas,
+                "isr": p.isr,
+                "under_replicated": len(p.isr) < len(p.replicas),
+                "offline": p.leader is None or p.leader < 0,
+                "start": start,
+                "end": end,
+                "records": end - start if start is not None and end is not None else None,
+                "error": PARTITION_ERRORS.get(state.errors.get(tp) or "", state.errors.get(tp)),
+            }
+        )
+    return out, state.failure
+
+
+def _configs(topic: Topic) -> list[dict[str, Any]]:
+    effective = effective_configs(topic.configs)
+    rows = []
+    for name, definition in TOPIC_CONFIGS.items():
+        value = effective[name]
+        rows.append(
+            {
+                "name": name,
+                "value": definition.to_kafka_string(value),
+                "default": definition.to_kafka_string(definition.default),
+                "overridden": name in topic.configs,
+                "doc": definition.doc,
+                "choices": definition.choices
+                or (("true", "false") if definition.kind is bool else None),
+            }
+        )
+    return rows
+
+
+@member_view("topics")
+def topic_detail(page: Page, name: str) -> HttpResponse:
+    topic = _topic(page, name)
+    partitions, failure = _partitions(page, topic)
+    return page.render(
+        "frontend/topic_detail.html",
+        {
+            "topic": topic,
+            "partitions": partitions,
+            "offsets_failure": failure,
+            "configs": _configs(topic),
+            "total_records": sum(p["records"] or 0 for p in partitions),
+            "retention": effective_configs(topic.configs)["retention.ms"],
+            "errors": {},
+        },
+    )
+
+
+@require_POST
+@member_view("topics", role=NEEDS["alter_configs"].role)
+def topic_configs(page: Page, name: str) -> HttpResponse:
+    """Set the configs whose submitted value differs; ``reset:<name>`` drops an override."""
+    topic = _topic(page, name)
+    effective = effective_configs(topic.configs)
+    changes: dict[str, object | None] = {}
+    for key, definition in TOPIC_CONFIGS.items():
+        raw = page.request.POST.get(key)
+        if page.request.POST.get(f"reset:{key}"):
+            if key in topic.configs:
+                changes[key] = None
+        elif raw is not None and raw.strip() != definition.to_kafka_string(effective[key]):
+            changes[key] = raw.strip()
+    if not changes:
+        messages.info(page.request, "Nothing changed.")
+    else:
+        page.act(
+            lambda: catalog_services.alter_topic_configs(page.actor, topic, changes),
+            f"Saved {', '.join(sorted(changes))}.",
+        )
+    return _back_to(page, topic)
+
+
+@require_POST
+@member_view("topics", role=NEEDS["add_partitions"].role)
+def topic_add_partitions(page: Page, name: str) -> HttpResponse:
+    topic = _topic(page, name)
+    raw = page.request.POST.get("partitions", "")
+    page.act(
+        lambda: catalog_services.add_partitions(
+            page.actor, topic, partition_count=_int(raw, "partitions")
+        ),
+        f"{topic.name} now has {raw.strip()} partitions.",
+    )
+    return _back_to(page, topic)
+
+
+@require_POST
+@member_view("topics", role=NEEDS["destroy"].role)
+def topic_delete(page: Page, name: str) -> HttpResponse:
+    topic = _topic(page, name)
+    if page.request.POST.get("confirm", "") != topic.name:
+        messages.error(page.request, f"Type the topic's name ({topic.name}) to delete it.")
+        return _back_to(page, topic)
+    catalog_services.delete_topic(page.actor, topic)
+    messages.success(page.request, f"Topic {topic.name} deleted.")
+    return redirect("frontend:topics", tenant_slug=page.tenant.slug)
