@@ -155,7 +155,7 @@ if DATABASE_URL:
             conn_max_age=(
                 0 if DATABASE_POOL_SIZE else envint("DATABASE_CONN_MAX_AGE", 60, minimum=0)
             ),
-            # With a pool: each connection is checked as it is handed out.
+            # A reused connection is checked first (with a pool: as it is handed out).
             conn_health_checks=True,
         )
     }

@@ -11,7 +11,7 @@ from django.test import Client
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Topic
-from frontend.topics import duration_ms, split_duration
+from frontend.units import duration_ms, split_duration
 from tests.conftest import SYSTEM
 
 
