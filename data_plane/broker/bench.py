@@ -294,7 +294,7 @@ def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int)
 
     def topic(partitions: int = 1) -> str:
         name = f"bench-{uuid.uuid4().hex[:8]}"
-        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+        perf.create_topics(admin, [NewTopic(name, partitions, 1)])
         return name
 
     for size, records in ((100, int(2_000_000 * scale)), (1024, int(600_000 * scale))):

@@ -283,7 +283,7 @@ def create_topic(admin: Any, rf: int, timeout: float, min_isr: int | None = None
 
     name = f"bench-rep-rf{rf}-{uuid.uuid4().hex[:8]}"
     config = {"min.insync.replicas": str(min_isr)} if min_isr else {}
-    admin.create_topics([NewTopic(name, 1, rf, config=config)])[name].result(30)
+    perf.create_topics(admin, [NewTopic(name, 1, rf, config=config)])
     wait_until(lambda: in_sync(admin, name, rf), timeout, f"{name} to be in sync")
     return name
 
@@ -670,6 +670,41 @@ def _shell_json(env: dict[str, str], script: str) -> dict[str, Any]:
     lines = manage(env, "shell", "-c", script).splitlines()
     found: dict[str, Any] = json.loads(next(line for line in lines if line.startswith("{")))
     return found
+
+
+@contextlib.contextmanager
+def sasl_broker(
+    name: str, work: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[dict[str, str], dict[str, str], int]]:
+    """(env, an API key that may do anything, port) of one SASL-only broker on loopback,
+    on a throwaway Postgres database ``name`` (dropped at the end; default tenant's quotas
+    raised). The broker stops when the block ends."""
+    with metadata_database("postgres", name) as url:
+        assert url is not None
+        env = bench_env(
+            work,
+            {
+                "DATABASE_URL": url,
+                "MILLRACE_DEFAULT_REPLICATION_FACTOR": "1",
+                "DJANGO_LOG_LEVEL": "WARNING",
+                **(extra_env or {}),
+            },
+        )
+        prepare_store(env)
+        key = _shell_json(env, CREDENTIALS_SCRIPT)
+        port = free_port()
+        broker = start_broker(
+            env,
+            port=port,
+            data_dir=work / "broker",
+            log_path=work / "broker.log",
+            broker_id=1,
+            anonymous=False,
+        )
+        try:
+            yield env, key, port
+        finally:
+            stop_process(broker)
 
 
 def _broker_log_problems(work: Path) -> None:

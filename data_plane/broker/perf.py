@@ -236,5 +236,34 @@ def consume(
     return _summary("consume", client, got, size, seconds, wanted=records)
 
 
+def create_topics(admin: Any, topics: list[Any], timeout: float = 30) -> None:
+    """Create ``topics`` (confluent_kafka ``NewTopic``s) with ``admin``, asking again when
+    librdkafka fails the request locally: right after it starts (or when a broker leaves its
+    metadata) it replaces a broker handle and fails what was in flight on the old one with
+    _DESTROY_BROKER, and a dropped connection gives _TRANSPORT. Up to three tries; a topic
+    an earlier try made counts as created."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    retriable = (KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT)
+    pending = list(topics)
+    for attempt in range(3):
+        futures = admin.create_topics(pending)
+        failed = []
+        for new in pending:
+            try:
+                futures[new.topic].result(timeout)
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                if attempt and code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                if code not in retriable or attempt == 2:
+                    raise
+                failed.append(new)
+        if not failed:
+            return
+        pending = failed
+        time.sleep(0.2 * (attempt + 1))
+
+
 def emit(result: dict[str, Any]) -> None:
     print(json.dumps(result), flush=True)

@@ -3,6 +3,8 @@
 Requests go to each partition's leader (found with Metadata), grouped so one request per
 broker answers for all of its partitions. Per-partition failures are returned as values
 (Kafka's error code), never raised, so one bad partition does not hide the others.
+DescribeLogDirs is the exception: every broker answers only for the logs it holds, so
+:meth:`ClusterClient.log_dirs` asks all of them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from data_plane.records.batch import (
     read_header,
 )
 
-METADATA, LIST_OFFSETS, FETCH = 3, 2, 1
+METADATA, LIST_OFFSETS, FETCH, DESCRIBE_LOG_DIRS = 3, 2, 1, 35
 EARLIEST, LATEST = -2, -1
 TopicPartition = tuple[str, int]
 
@@ -126,26 +128,39 @@ class ClusterClient:
     def refresh(self, topics: Iterable[str]) -> None:
         """Learn the brokers and the leaders of ``topics``."""
         names = sorted(set(topics))
-        if not names:
-            return
+        if names:
+            self._metadata(names)
+
+    def _metadata(self, names: list[str] | None) -> list[str]:
+        """Metadata for ``names`` (None: every topic the principal may describe); returns
+        the topics it found."""
         answer = self._any_connection().request(
             METADATA,
             9,
             {
-                "topics": [{"name": n} for n in names],
+                "topics": None if names is None else [{"name": n} for n in names],
                 "allow_auto_topic_creation": False,
                 "include_cluster_authorized_operations": False,
                 "include_topic_authorized_operations": False,
             },
         )
         self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in answer["brokers"]}
+        found = []
         for topic in answer["topics"]:
             name = topic["name"]
             self._topic_errors[name] = topic["error_code"]
             self._partitions[name] = len(topic["partitions"])
             for p in topic["partitions"]:
+                self._leaders.pop((name, p["partition_index"]), None)
                 if p["error_code"] == ErrorCode.NONE and p["leader_id"] >= 0:
                     self._leaders[(name, p["partition_index"])] = p["leader_id"]
+            if topic["error_code"] == ErrorCode.NONE:
+                found.append(name)
+        return found
+
+    def topic_error(self, topic: str) -> int:
+        """The error the last refresh reported for ``topic`` (NONE when it is readable)."""
+        return self._topic_errors.get(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
     def partition_count(self, topic: str) -> int | None:
         """Partitions of ``topic`` as of the last refresh (None: unknown or not allowed)."""
@@ -188,6 +203,71 @@ class ClusterClient:
                 if broken is not None:
                     broken.close()
                 out.update({tp: on_error(exc.code) for tp in tps})
+        return out
+
+    # --- sizes ---------------------------------------------------------------------------
+
+    def log_dirs(self, topics: Iterable[str] | None = None) -> dict[TopicPartition, int]:
+        """Bytes on disk of each partition of ``topics`` (None: every topic the principal
+        may describe), from DescribeLogDirs.
+
+        Every live broker is asked, since each reports only the logs it holds. A partition's
+        size is its leader's log; when the leader did not report it, the largest copy any
+        other replica reported; when the leader answered and holds no log, 0 (nothing was
+        written yet). Partitions none of that settles (unknown topics, a leader that could
+        not be reached and no copy elsewhere) are absent. Sizes are of the segment files,
+        so they include batch overhead and what retention has not removed yet.
+
+        Raises :class:`KafkaClientError` with ``CLUSTER_AUTHORIZATION_FAILED`` when the
+        principal may not describe the cluster, and the last connection error when no
+        broker could be reached.
+        """
+        names = None if topics is None else sorted(set(topics))
+        if names == []:
+            return {}
+        found = self._metadata(names)
+        request: dict[str, Any] = {"topics": None}
+        if names is not None:
+            request["topics"] = [
+                {"topic": n, "partitions": list(range(self._partitions[n]))} for n in found
+            ]
+        reported: dict[int, dict[TopicPartition, int]] = {}
+        last: KafkaClientError | None = None
+        for broker_id, address in sorted(self._brokers.items()):
+            try:
+                answer = self._connection(address).request(DESCRIBE_LOG_DIRS, 4, request)
+            except KafkaClientError as exc:
+                broken = self._connections.pop(address, None)
+                if broken is not None:
+                    broken.close()
+                last = exc
+                continue
+            if answer["error_code"] != ErrorCode.NONE:
+                raise KafkaClientError(
+                    f"broker {broker_id} refused DescribeLogDirs", answer["error_code"]
+                )
+            sizes = reported.setdefault(broker_id, {})
+            for result in answer["results"]:
+                if result["error_code"] != ErrorCode.NONE:
+                    continue  # an offline directory: its logs cannot be measured
+                for t in result["topics"]:
+                    for p in t["partitions"]:
+                        if not p["is_future_key"]:  # a copy being moved between directories
+                            sizes[(t["name"], p["partition_index"])] = p["partition_size"]
+        if not reported and last is not None:
+            raise last
+        out: dict[TopicPartition, int] = {}
+        for name in found:
+            for index in range(self._partitions.get(name, 0)):
+                tp = (name, index)
+                leader = self._leaders.get(tp)
+                copies = [sizes[tp] for sizes in reported.values() if tp in sizes]
+                if leader in reported and tp in reported[leader]:
+                    out[tp] = reported[leader][tp]
+                elif copies:
+                    out[tp] = max(copies)
+                elif leader in reported:
+                    out[tp] = 0
         return out
 
     # --- offsets ---------------------------------------------------------------------------

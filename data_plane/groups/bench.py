@@ -421,9 +421,7 @@ def _run(
     endpoint = perf.Endpoint(f"127.0.0.1:{port}")
     admin = AdminClient(endpoint.confluent())
     topics = {n: f"bench-groups-{n}p-{uuid.uuid4().hex[:8]}" for n in (PARTITIONS, 3)}
-    futures = admin.create_topics([NewTopic(t, n, 1) for n, t in topics.items()])
-    for future in futures.values():
-        future.result(30)
+    perf.create_topics(admin, [NewTopic(t, n, 1) for n, t in topics.items()])
     conf = endpoint.confluent() | {
         "session.timeout.ms": SESSION_TIMEOUT_MS,
         "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,

@@ -17,6 +17,7 @@ import signal
 
 import pytest
 
+from data_plane.broker import perf
 from tests.broker.conftest import _brokers, confluent_conf
 from tests.broker.harness import KINDS, Network, Outcome, check, make_schedule, run_chaos
 from tests.broker.test_clients import topic_name
@@ -58,7 +59,7 @@ def create_topic(cluster, name):
 
     admin = AdminClient(confluent_conf(cluster[0], cluster[0].admin_a))
     new = NewTopic(name, PARTITIONS, BROKERS, config={"min.insync.replicas": "2"})
-    admin.create_topics([new])[name].result(timeout=30)
+    perf.create_topics(admin, [new])
 
 
 def test_no_acknowledged_write_is_lost_under_faults(chaos, settings):

@@ -149,14 +149,20 @@ def test_kafka_python_round_trip_every_codec(kafka, codec):
     producer.flush(30)
     producer.close()
     consumer = KafkaConsumer(
-        consumer_timeout_ms=5000,
         auto_offset_reset="earliest",
         **kafka_python_conf(kafka, kafka.admin_a, "PLAIN"),
     )
     tps = [TopicPartition(name, 0), TopicPartition(name, 1)]
     consumer.assign(tps)
     consumer.seek_to_beginning()
-    check_records([(m.key, m.value, m.headers, m.timestamp) for m in consumer])
+    # Poll until every record is in (bounded): on a loaded machine a pause between two
+    # fetches can outlast a fixed consumer_timeout_ms, which would end the read early.
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < N and time.monotonic() < deadline:
+        for batch in consumer.poll(timeout_ms=500).values():
+            got.extend((m.key, m.value, m.headers, m.timestamp) for m in batch)
+    check_records(got)
     assert sum(consumer.end_offsets(tps).values()) == N
     consumer.close()
     admin.close()
