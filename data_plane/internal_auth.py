@@ -13,6 +13,12 @@ groups (no produce, no admin, no group membership or commits): it bypasses tenan
 those operations only, as Kafka's ``super.users`` would, and tenant ACLs cannot grant it
 more.
 
+The console acts for a signed-in member as ``__millrace-console@<tenant slug>/<user id>``:
+an internal principal with fixed rights that the broker derives from the member's role
+while the membership exists (viewers read and describe, as above; developers and up may
+also write to topics), so the console's message browser, test produce and live tail never
+need an API key and never get more than the member's role allows.
+
 The web tier's data API (REST produce/consume, WebSocket streams) does not use that
 principal: it connects as ``__millrace-proxy@<tenant slug>/<key id>``, proving the same
 shared secret, and the broker then acts as that API key exactly, its service account's
@@ -46,6 +52,10 @@ ALLOWED = frozenset(
         (Operation.DESCRIBE, ResourceType.GROUP),
     }
 )
+CONSOLE_PREFIX = "__millrace-console@"
+CONSOLE_PRINCIPAL_NAME = "User:__millrace-console"
+# What a console member whose role may change topics' data (developer and up) may do.
+CONSOLE_WRITER = ALLOWED | {(Operation.WRITE, ResourceType.TOPIC)}
 MECHANISM = "SCRAM-SHA-512"
 ITERATIONS = 4096
 
@@ -74,6 +84,20 @@ def proxied_key(user: str) -> tuple[str, str] | None:
     if not sep or not slug or not key_id:
         return None
     return slug, key_id
+
+
+def console_username(tenant_slug: str, user_id: int) -> str:
+    return f"{CONSOLE_PREFIX}{tenant_slug}/{user_id}"
+
+
+def console_member(user: str) -> tuple[str, int] | None:
+    """(tenant slug, user id) a console user name acts for, or None if it is not one."""
+    if not user.startswith(CONSOLE_PREFIX):
+        return None
+    slug, sep, user_id = user[len(CONSOLE_PREFIX) :].partition("/")
+    if not sep or not slug or not user_id.isdigit():
+        return None
+    return slug, int(user_id)
 
 
 def password(secret: str) -> str:

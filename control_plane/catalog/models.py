@@ -101,6 +101,9 @@ class Broker(models.Model):
     host = models.CharField(max_length=255)
     port = models.PositiveIntegerField()
     rack = models.CharField(max_length=100, blank=True, default="")
+    # The TLS (SASL_SSL) listener's advertised address, when the broker has one.
+    tls_host = models.CharField(max_length=255, blank=True, default="")
+    tls_port = models.PositiveIntegerField(null=True, blank=True)
     state = models.CharField(
         max_length=16, choices=BrokerState.choices, default=BrokerState.RUNNING
     )
@@ -119,3 +122,25 @@ class Broker(models.Model):
 
     def __str__(self) -> str:
         return f"broker {self.id} ({self.host}:{self.port})"
+
+
+class TopicSample(models.Model):
+    """One measurement of a topic (a bounded time series for the console's charts).
+
+    ``end_offset`` sums the partitions' log end offsets and ``consumed`` the consumer
+    groups' committed offsets on the topic, so their changes between two samples are the
+    records produced and consumed meanwhile; ``size_bytes`` is the leaders' log size.
+    """
+
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    end_offset = models.BigIntegerField()
+    consumed = models.BigIntegerField()
+    size_bytes = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["topic", "at"]
+        indexes = [models.Index(fields=["topic", "at"], name="topic_sample_at")]
+
+    def __str__(self) -> str:
+        return f"{self.topic.name} at {self.at}: end {self.end_offset}"

@@ -202,6 +202,33 @@ def fence_expired_brokers() -> list[int]:
     return fenced
 
 
+def controlled_shutdown(broker_id: int) -> int:
+    """Kafka's controlled shutdown, asked for by a broker about to stop.
+
+    The broker stops counting as live (state SHUTTING_DOWN; it stopped heartbeating
+    first, so nothing marks it running again). Every partition it leads or is in the ISR
+    of, and that has another live in-sync replica, is then re-decided by the usual rules:
+    leadership goes to the first live replica in the ISR, and the broker leaves the ISR,
+    so acks=all writes stop waiting for it. Partitions whose only in-sync replica it is
+    keep it as leader until it is gone (moving them would make them offline early).
+    Returns how many partitions it still leads.
+    """
+    Broker.objects.filter(id=broker_id).update(state=BrokerState.SHUTTING_DOWN)
+    notify_metadata_changed("broker.shutting_down", brokers=[broker_id])
+    live = live_broker_ids() - {broker_id}
+    rows = [
+        row
+        for row in Partition.objects.exclude(replicas=[]).select_related("topic__tenant")
+        if (row.leader == broker_id or broker_id in row.isr)
+        and any(b in live for b in row.isr if b != broker_id)
+    ]
+    changes = elect_leaders(rows)
+    logger.info(
+        "controlled shutdown of broker %s: %s partition(s) changed", broker_id, len(changes)
+    )
+    return Partition.objects.filter(leader=broker_id).count()
+
+
 def preferred_leader_election() -> list[Change]:
     """Give each partition back to its first replica where that one is live and in sync."""
     live = live_broker_ids()

@@ -38,7 +38,7 @@ from control_plane.core.errors import (
 from control_plane.core.liveness import LivenessLock
 from control_plane.core.notify import CHANNEL
 from control_plane.groups import services as group_services
-from control_plane.tenancy.models import Tenant
+from control_plane.tenancy.models import Membership, Role, Tenant
 from data_plane import internal_auth
 from data_plane.broker.model import (
     BrokerInfo,
@@ -130,7 +130,9 @@ class DjangoMetadataStore:
                 acls.setdefault(acl.tenant_id, []).append(acl.to_binding())
             lease = settings.MILLRACE_BROKER_LEASE_SECONDS
             brokers = {
-                b.id: BrokerInfo(b.id, b.host, b.port, b.rack or None)
+                b.id: BrokerInfo(
+                    b.id, b.host, b.port, b.rack or None, b.tls_host or None, b.tls_port
+                )
                 for b in Broker.objects.live(lease)
             }
             active = frozenset(ApiKey.objects.active().values_list("key_id", flat=True))
@@ -195,6 +197,21 @@ class DjangoMetadataStore:
         return key
 
     @staticmethod
+    def _console_membership(user: str) -> Membership | None:
+        """The membership a console user name acts for, while it exists (and the user is
+        active)."""
+        member = internal_auth.console_member(user)
+        if member is None:
+            return None
+        close_old_connections()
+        slug, user_id = member
+        return (
+            Membership.objects.select_related("tenant")
+            .filter(tenant__slug=slug, user_id=user_id, user__is_active=True)
+            .first()
+        )
+
+    @staticmethod
     def _internal_tenant(user: str) -> Tenant | None:
         slug = internal_auth.tenant_slug(user)
         if slug is None:
@@ -212,6 +229,14 @@ class DjangoMetadataStore:
         proxied = internal_auth.proxied_key(key_id)
         if proxied is not None:
             if self._proxied_key(*proxied) is None:
+                return None
+            return ScramCredentials(
+                *internal_auth.scram_credentials(
+                    settings.MILLRACE_INTERNAL_SECRET, key_id, mechanism
+                )
+            )
+        if internal_auth.console_member(key_id) is not None:
+            if self._console_membership(key_id) is None:
                 return None
             return ScramCredentials(
                 *internal_auth.scram_credentials(
@@ -247,6 +272,19 @@ class DjangoMetadataStore:
             key = self._proxied_key(*proxied)
             # The key itself, ACLs and revocation included; the web tier proved its secret.
             return None if key is None else self._principal(key)
+        if internal_auth.console_member(key_id) is not None:
+            membership = self._console_membership(key_id)
+            if membership is None:
+                return None
+            writer = Role.at_least(membership.role, Role.DEVELOPER)
+            return Principal(
+                membership.tenant_id,
+                membership.tenant.slug,
+                internal_auth.CONSOLE_PRINCIPAL_NAME,
+                key_id,
+                internal=True,
+                grants=internal_auth.CONSOLE_WRITER if writer else internal_auth.ALLOWED,
+            )
         if internal_auth.tenant_slug(key_id) is not None:
             tenant = self._internal_tenant(key_id)
             if tenant is None:
@@ -279,7 +317,15 @@ class DjangoMetadataStore:
 
     # --- brokers --------------------------------------------------------------------------
 
-    def register_broker(self, broker_id: int, host: str, port: int, rack: str | None) -> None:
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        rack: str | None,
+        tls_host: str | None = None,
+        tls_port: int | None = None,
+    ) -> None:
         close_old_connections()
         held = self._liveness.ensure(broker_id)  # before the row says so (liveness.py)
         Broker.objects.update_or_create(
@@ -288,6 +334,8 @@ class DjangoMetadataStore:
                 "host": host,
                 "port": port,
                 "rack": rack or "",
+                "tls_host": tls_host or "",
+                "tls_port": tls_port,
                 "state": BrokerState.RUNNING,
                 "last_heartbeat": timezone.now(),
                 "liveness_lock": held,
@@ -300,6 +348,10 @@ class DjangoMetadataStore:
         Broker.objects.filter(id=broker_id).update(
             last_heartbeat=timezone.now(), state=BrokerState.RUNNING, liveness_lock=held
         )
+
+    def controlled_shutdown(self, broker_id: int) -> int:
+        close_old_connections()
+        return controller_services.controlled_shutdown(broker_id)
 
     def deregister_broker(self, broker_id: int) -> None:
         close_old_connections()

@@ -78,10 +78,14 @@ def _find(ctx: Context, key: str, key_type: int) -> dict[str, Any]:
         out["error_code"] = E.COORDINATOR_NOT_AVAILABLE
         return out
     if owner.id == ctx.broker.config.broker_id:
-        meta = ctx.broker.broker_metadata()
+        meta = ctx.broker.broker_metadata(ctx.tls)
         out.update(node_id=meta["node_id"], host=meta["host"], port=meta["port"])
-    else:
-        out.update(node_id=owner.id, host=owner.host, port=owner.port)
+        return out
+    host, port = owner.endpoint(ctx.tls)
+    if port is None:  # the coordinator has no TLS listener: unreachable from this one
+        out["error_code"] = E.COORDINATOR_NOT_AVAILABLE
+        return out
+    out.update(node_id=owner.id, host=host, port=port)
     return out
 
 

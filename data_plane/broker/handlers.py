@@ -9,6 +9,7 @@ principal's tenant, so another tenant's topic is indistinguishable from a missin
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ from data_plane.broker.ports import AdminError
 from data_plane.log.manager import TopicPartition
 from data_plane.log.partition import LogIOError, OffsetOutOfRange, PartitionLog
 from data_plane.log.producer_state import OutOfOrderSequence, ProducerFenced
+from data_plane.log.segment import FileSlice
 from data_plane.protocol.errors import ErrorCode
+from data_plane.protocol.messages import describe_log_dirs
 from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from data_plane.records.batch import InvalidRecordBatch
 from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
@@ -50,10 +53,12 @@ class Context:
     host: str
     version: int
     client_id: str = ""
+    tls: bool = False  # arrived on the TLS listener: answer with its addresses
 
     def may(self, op: Operation, rtype: ResourceType, name: str) -> bool:
         if self.principal.internal:  # never widened by a tenant's ACLs
-            return (op, rtype) in internal_auth.ALLOWED
+            grants = self.principal.grants
+            return (op, rtype) in (internal_auth.ALLOWED if grants is None else grants)
         return (
             authorize(
                 self.broker.snapshot.tenant_acls(self.principal.tenant_id),
@@ -131,7 +136,7 @@ async def handle_metadata(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
         await b.refresh_metadata()
     return {
         "throttle_time_ms": 0,
-        "brokers": b.cluster_metadata(),
+        "brokers": b.cluster_metadata(ctx.tls),
         "cluster_id": b.snapshot.cluster_id,
         "controller_id": b.config.broker_id,
         "topics": topics,
@@ -199,7 +204,7 @@ def _topic_metadata(b: Broker, topic: TopicInfo) -> dict[str, Any]:
 # --- Produce ------------------------------------------------------------------------------
 
 
-def _min_insync(topic: TopicInfo) -> int:
+def min_insync(topic: TopicInfo) -> int:
     return int(effective_configs(topic.configs)["min.insync.replicas"])
 
 
@@ -234,11 +239,11 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
             state = None
             if log is not None and code == E.NONE and topic is not None:
                 state = b.replicas.leader_state(topic, p["index"])
-                if acks == -1 and state is not None and len(state.isr) < _min_insync(topic):
+                if acks == -1 and state is not None and len(state.isr) < min_insync(topic):
                     code = E.NOT_ENOUGH_REPLICAS
                     message = (
                         f"the ISR has {len(state.isr)} replicas; min.insync.replicas is "
-                        f"{_min_insync(topic)}"
+                        f"{min_insync(topic)}"
                     )
             if log is not None and code == E.NONE and topic is not None:
                 try:
@@ -246,6 +251,10 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
                     info = log.append(records, leader_epoch=epoch)
                     tp = TopicPartition(topic.topic_id, p["index"])
                     b.after_append(ctx.principal.tenant_id, tp, log, len(records), state)
+                    if not info.duplicate:
+                        b.metrics.produced(
+                            ctx.principal.tenant_slug, topic.name, len(records), info.records
+                        )
                 except InvalidRecordBatch as exc:
                     code = E.MESSAGE_TOO_LARGE if exc.reason == "too_large" else E.CORRUPT_MESSAGE
                     message = str(exc)
@@ -266,7 +275,7 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
             }
             partitions.append(entry)
             if acks == -1 and state is not None and info is not None and topic is not None:
-                waiting.append((entry, info.last_offset, state, _min_insync(topic)))
+                waiting.append((entry, info.last_offset, state, min_insync(topic)))
         results.append({"name": t["name"], "partition_responses": partitions})
     if waiting:
         await _wait_for_replicas(b, waiting, req["timeout_ms"])
@@ -276,6 +285,8 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
         total_bytes,
         b.tenant_rate(ctx.principal.tenant_id, "produce"),
     )
+    if throttle:
+        b.metrics.throttled(ctx.principal.tenant_slug, "produce", throttle)
     if acks == 0:
         if throttle:
             await asyncio.sleep(throttle / 1000)
@@ -380,18 +391,33 @@ async def handle_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
         await waiters.wait(keys, remaining)
     throttle = 0
     if replica < 0:  # replication is not a tenant's consumption
+        _count_consumed(ctx, responses)
         throttle = b.quotas.record(
             ctx.principal.tenant_id,
             "fetch",
             total,
             b.tenant_rate(ctx.principal.tenant_id, "fetch"),
         )
+        if throttle:
+            b.metrics.throttled(ctx.principal.tenant_slug, "fetch", throttle)
+    elif total:
+        b.metrics.replication_bytes_out.inc(total)
     return {
         "throttle_time_ms": throttle,
         "error_code": E.NONE,
         "session_id": 0,
         "responses": responses,
     }
+
+
+def _count_consumed(ctx: Context, responses: list[dict[str, Any]]) -> None:
+    metrics = ctx.broker.metrics
+    for t in responses:
+        for p in t["partitions"]:
+            found = p["records"]
+            if isinstance(found, FileSlice) and found.length:
+                records = max(0, found.next_offset - found.first_offset)
+                metrics.consumed(ctx.principal.tenant_slug, t["topic"], found.length, records)
 
 
 def _read_fetch(
@@ -818,11 +844,78 @@ async def handle_describe_cluster(ctx: Context, req: dict[str, Any]) -> dict[str
         "controller_id": b.config.broker_id,
         "brokers": [
             {"broker_id": m["node_id"], "host": m["host"], "port": m["port"], "rack": m["rack"]}
-            for m in b.cluster_metadata()
+            for m in b.cluster_metadata(ctx.tls)
         ]
         if code == E.NONE
         else [],
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+async def handle_describe_log_dirs(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    """The sizes of the partition logs this broker holds (as leader or follower).
+
+    Kafka asks for Describe on the cluster; Millrace also keeps to the principal's tenant
+    and to the topics it may describe, so an unknown, another tenant's and an undescribable
+    topic are all simply absent (as partitions this broker holds no log for are). One
+    result: a broker has one data directory.
+    """
+    if not ctx.may_cluster(Operation.DESCRIBE):
+        # v0-2 have no top-level error code: their answer is just the empty result list.
+        return {"throttle_time_ms": 0, "error_code": E.CLUSTER_AUTHORIZATION_FAILED, "results": []}
+    b = ctx.broker
+    requested = req.get("topics")
+    wanted: dict[str, set[int] | None]  # topic name -> partitions (None: all of them)
+    if requested is None:
+        wanted = dict.fromkeys(b.snapshot.tenant_topics(ctx.principal.tenant_id))
+    else:
+        asked: dict[str, set[int]] = {}
+        for t in requested:
+            asked.setdefault(t["topic"], set()).update(t["partitions"])
+        wanted = {name: indexes for name, indexes in asked.items()}
+    topics = []
+    for name, indexes in wanted.items():
+        topic = ctx.topic(name)
+        if topic is None or not ctx.may(Operation.DESCRIBE, T, name):
+            continue
+        partitions = []
+        for p in topic.partitions:
+            if indexes is not None and p.index not in indexes:
+                continue
+            log = b.logs.get(TopicPartition(topic.topic_id, p.index))
+            if log is None or log.closed:
+                continue  # no replica here: another broker answers for it
+            partitions.append(
+                {
+                    "partition_index": p.index,
+                    "partition_size": log.size_bytes,
+                    # Kafka's lag of a current log: its end behind its high watermark. 0
+                    # here as in Kafka (a follower caps its high watermark at its log end);
+                    # how far a follower trails the leader only the leader knows.
+                    "offset_lag": max(log.high_watermark - log.log_end_offset, 0),
+                    "is_future_key": False,
+                }
+            )
+        if partitions:
+            topics.append({"name": name, "partitions": partitions})
+    data_dir = b.logs.data_dir.absolute()
+    try:
+        usage = shutil.disk_usage(data_dir)
+        total, usable = usage.total, usage.free
+    except OSError:
+        total = usable = describe_log_dirs.UNKNOWN_BYTES
+    return {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "results": [
+            {
+                "error_code": E.NONE,
+                "log_dir": str(data_dir),
+                "topics": topics,
+                "total_bytes": total,
+                "usable_bytes": usable,
+            }
+        ],
     }
 
 

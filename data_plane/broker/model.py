@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from data_plane.acl import AclBinding
+from data_plane.acl import AclBinding, Operation, ResourceType
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,10 @@ class Principal:
     internal: bool = False
     # Another broker (replication): no tenant; names topics by topic id.
     broker: bool = False
+    # An internal principal's fixed rights, never widened by tenant ACLs; None means
+    # internal_auth.ALLOWED. A console member's (internal_auth.console_username) depend on
+    # the member's role.
+    grants: frozenset[tuple[Operation, ResourceType]] | None = None
 
     @property
     def is_anonymous(self) -> bool:
@@ -71,6 +75,14 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None
+    tls_host: str | None = None
+    tls_port: int | None = None
+
+    def endpoint(self, tls: bool = False) -> tuple[str, int | None]:
+        """(host, port) of the plain listener, or of the TLS one (port None: none)."""
+        if tls:
+            return self.tls_host or self.host, self.tls_port
+        return self.host, self.port
 
 
 @dataclass(frozen=True)

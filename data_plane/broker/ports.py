@@ -53,9 +53,22 @@ class MetadataStore(Protocol):
         ...
 
     # --- brokers ------------------------------------------------------------------------
-    def register_broker(self, broker_id: int, host: str, port: int, rack: str | None) -> None: ...
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        rack: str | None,
+        tls_host: str | None = None,
+        tls_port: int | None = None,
+    ) -> None: ...
 
     def heartbeat(self, broker_id: int) -> None: ...
+
+    def controlled_shutdown(self, broker_id: int) -> int:
+        """Stop counting this broker as live and move its leaderships to other in-sync
+        replicas; returns how many partitions it still leads (no other ISR member)."""
+        ...
 
     def deregister_broker(self, broker_id: int) -> None: ...
 

@@ -354,6 +354,11 @@ class ReplicaManager:
         error, leader_epoch, partition_epoch, accepted = result
         if error == E.NONE:
             logger.info("%s-%s: ISR now %s", state.topic.name, state.index, list(accepted))
+            metrics = self.broker.metrics
+            if len(accepted) < len(state.isr):
+                metrics.isr_shrinks.inc()
+            elif len(accepted) > len(state.isr):
+                metrics.isr_expands.inc()
             state.isr, state.partition_epoch = tuple(accepted), partition_epoch
             self.maybe_advance_high_watermark(state)
         elif partition_epoch > state.partition_epoch and leader_epoch == state.leader_epoch:
@@ -535,6 +540,7 @@ class ReplicaFetcher(threading.Thread):
                     log.truncate_to(first)
                 try:
                     log.append(data, assign_offsets=False)
+                    self.manager.broker.metrics.replication_bytes_in.inc(len(data))
                 except InvalidRecordBatch as exc:
                     # The leader's log moved under us (truncated): find the point again.
                     logger.warning("replica append refused: %s; re-checking divergence", exc)

@@ -11,8 +11,16 @@
   until SASL completes, ``max_request_bytes`` after.
 * **Fetch data** is written with ``loop.sendfile`` (os.sendfile on plain sockets) straight
   from segment files.
-* **Shutdown** (SIGTERM/SIGINT): stop accepting, let in-flight requests finish, flush and
-  close every log (writing the clean-shutdown markers), deregister.
+* **Listeners**: the plain one (SASL_PLAINTEXT, also used between brokers and by the web
+  tier) and, when configured, a TLS one (SASL_SSL). Each connection is answered with the
+  addresses of the listener it came in on.
+* **Shutdown** (SIGTERM/SIGINT) is *controlled*, like Kafka's: first ask the controller to
+  hand this broker's leaderships to other in-sync replicas and wait until the metadata
+  shows it (bounded), so clients move on with retriable NOT_LEADER errors; then stop
+  accepting, let in-flight requests finish, flush and close every log (writing the
+  clean-shutdown markers), deregister.
+* **Metrics and health** (metrics.py): ``/metrics``, ``/healthz``, ``/readyz`` on their own
+  HTTP port.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import ssl
 import threading
 import time
 import uuid
@@ -31,6 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from data_plane.broker import group_handlers, handlers
+from data_plane.broker.metrics import BrokerMetrics, BrokerState, HealthServer
 from data_plane.broker.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
 from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
@@ -84,6 +94,17 @@ class BrokerConfig:
     replica_fetch_wait_ms: int = 500
     # What this broker proves to the others when it fetches from them (internal_auth).
     internal_password: str = field(default="", repr=False)
+    # /metrics, /healthz, /readyz (None: no HTTP endpoint; 0: any free port).
+    metrics_host: str | None = None
+    metrics_port: int | None = None
+    # The SASL_SSL listener (None: none). PEM certificate chain and key.
+    tls_port: int | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_advertised_host: str | None = None
+    tls_advertised_port: int | None = None
+    # How long a SIGTERM waits for the controller to move this broker's leaderships.
+    controlled_shutdown_timeout_seconds: float = 30.0
 
 
 class Broker:
@@ -110,6 +131,16 @@ class Broker:
         self.port = config.port
         self.groups = GroupCoordinator(store, self.call_store, config.groups)
         self.replicas = ReplicaManager(self)
+        self.metrics = BrokerMetrics()
+        self.metrics.info.labels(str(config.broker_id)).set(1)
+        self.metrics.watch(self.gauge_state)
+        self._tls_server: asyncio.base_events.Server | None = None
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self.tls_port: int | None = None
+        self._health: HealthServer | None = None
+        self._ready = False
+        self.shutting_down = False
+        self._loop_seen = time.monotonic()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -120,47 +151,213 @@ class Broker:
             log = self.logs.get(tp)
             if log is not None:
                 self.replicas.initial_high_watermark(tp, log)
+        tls = self._tls_context()  # a bad certificate fails before anything is registered
+        await self._register()
+        await self.refresh_metadata()
+        self._server = await asyncio.start_server(
+            self._accept, self.config.host, self.config.port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        if tls is not None:
+            self._tls_server = await asyncio.start_server(
+                self._accept_tls,
+                self.config.host,
+                self.config.tls_port,
+                ssl=tls,
+                reuse_address=True,
+            )
+            self.tls_port = self._tls_server.sockets[0].getsockname()[1]
+        if self.config.port == 0 or self.config.tls_port == 0:
+            await self._register()  # now with the ports the system picked
+        if self.config.metrics_port is not None:
+            self._health = HealthServer(
+                self.metrics,
+                self.config.metrics_host or self.config.host,
+                self.config.metrics_port,
+                live=self._live,
+                ready=self._readiness,
+            )
+            self._health.start()
+        self.logs.start(self.config.maintenance_seconds)
+        self._refresh_thread = threading.Thread(
+            target=self._watch_metadata, name="metadata-watch", daemon=True
+        )
+        self._refresh_thread.start()
+        self._heartbeat_task = asyncio.create_task(self._heartbeats())
+        self._tasks = [
+            self._heartbeat_task,
+            asyncio.create_task(self._sweep_revoked()),
+            asyncio.create_task(self.replicas.shrink_isr_loop()),
+            asyncio.create_task(self.replicas.checkpoint_loop()),
+            asyncio.create_task(self._loop_watch()),
+        ]
+        self._ready = True
+        logger.info(
+            "broker %s listening on %s:%s%s",
+            self.config.broker_id,
+            self.config.host,
+            self.port,
+            f" (TLS on {self.tls_port})" if self.tls_port is not None else "",
+        )
+
+    async def _register(self) -> None:
+        tls_host, tls_port = self.tls_endpoint()
         await self.call_store(
             self.store.register_broker,
             self.config.broker_id,
             self.advertised_host,
             self.advertised_port_or_bound(),
             self.config.rack,
-        )
-        await self.refresh_metadata()
-        self._server = await asyncio.start_server(
-            self._accept, self.config.host, self.config.port, reuse_address=True
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
-        if self.advertised_port_or_bound() != self.port or self.config.port == 0:
-            await self.call_store(
-                self.store.register_broker,
-                self.config.broker_id,
-                self.advertised_host,
-                self.advertised_port_or_bound(),
-                self.config.rack,
-            )
-        self.logs.start(self.config.maintenance_seconds)
-        self._refresh_thread = threading.Thread(
-            target=self._watch_metadata, name="metadata-watch", daemon=True
-        )
-        self._refresh_thread.start()
-        self._tasks = [
-            asyncio.create_task(self._heartbeats()),
-            asyncio.create_task(self._sweep_revoked()),
-            asyncio.create_task(self.replicas.shrink_isr_loop()),
-            asyncio.create_task(self.replicas.checkpoint_loop()),
-        ]
-        logger.info(
-            "broker %s listening on %s:%s", self.config.broker_id, self.config.host, self.port
+            tls_host,
+            tls_port,
         )
 
-    async def stop(self) -> None:
-        """Graceful: stop accepting, finish in-flight requests, close logs cleanly."""
+    def _tls_context(self) -> ssl.SSLContext | None:
+        if self.config.tls_port is None:
+            return None
+        if self.config.tls_cert_file is None or self.config.tls_key_file is None:
+            raise ValueError("the TLS listener needs a certificate file and a key file")
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.config.tls_cert_file, self.config.tls_key_file)
+        return context
+
+    def tls_endpoint(self) -> tuple[str | None, int | None]:
+        """(host, port) clients should use for the TLS listener, or (None, None)."""
+        if self.config.tls_port is None:
+            return None, None
+        port = self.config.tls_advertised_port or self.tls_port or self.config.tls_port
+        return self.config.tls_advertised_host or self.advertised_host, port
+
+    # --- health --------------------------------------------------------------------------
+
+    async def _loop_watch(self) -> None:
+        while True:
+            self._loop_seen = time.monotonic()
+            await asyncio.sleep(1.0)
+
+    def _live(self) -> bool:
+        """The event loop still runs its tasks (called from the health thread)."""
+        return time.monotonic() - self._loop_seen < 15.0
+
+    def _readiness(self) -> tuple[bool, str]:
+        if self.shutting_down:
+            return False, "shutting down"
+        if not self._ready:
+            return False, "starting"
+        if self.config.broker_id not in self.snapshot.brokers:
+            return False, "not (yet) a live broker in the metadata"
+        behind = self.catching_up()
+        if behind:
+            # A rolling restart waits here: stopping the next broker now could leave
+            # these partitions with fewer in-sync replicas than acks=all needs.
+            return False, f"catching up: not yet in the ISR of {behind} partition(s)"
+        return True, "ready"
+
+    def catching_up(self) -> int:
+        """Partitions with a leader that this broker replicates but is not in sync with."""
+        me = self.config.broker_id
+        return sum(
+            1
+            for topics in list(self.snapshot.topics.values())
+            for topic in topics.values()
+            for p in topic.partitions
+            if me in p.replicas and me not in p.isr and p.leader is not None
+        )
+
+    def gauge_state(self) -> BrokerState:
+        """What the scrape-time gauges report (read from the health thread: copies only)."""
+        leaders = list(self.replicas.leaders.values())  # replicated partitions led here
+        names: dict[uuid.UUID, tuple[str, str]] = {}
+        for tenant_id, topics in list(self.snapshot.topics.items()):
+            tenant = self.snapshot.tenants.get(tenant_id)
+            slug = tenant.slug if tenant is not None else str(tenant_id)
+            for topic in topics.values():
+                names[topic.topic_id] = (slug, topic.name)
+        sizes: dict[tuple[str, str], int] = {}
+        for tp in self.logs.partitions():
+            log = self.logs.get(tp)
+            name = names.get(tp.topic_id)
+            if log is not None and name is not None:
+                sizes[name] = sizes.get(name, 0) + log.size_bytes
+        return BrokerState(
+            connections=len(self._connections),
+            partitions=len(self.logs.partitions()),
+            leader_partitions=self._leading(),
+            under_replicated=sum(1 for s in leaders if len(s.isr) < len(s.replicas)),
+            under_min_isr=sum(1 for s in leaders if len(s.isr) < handlers.min_insync(s.topic)),
+            log_sizes=[(t, n, size) for (t, n), size in sizes.items()],
+        )
+
+    async def controlled_shutdown(self) -> int:
+        """Hand this broker's leaderships to other in-sync replicas before stopping.
+
+        Heartbeats stop first (a heartbeat would mark the broker running again); the
+        controller then moves every partition that has another live in-sync replica.
+        Waits until this broker's metadata shows it leads none of them, or for
+        ``controlled_shutdown_timeout_seconds``. Returns how many partitions it still
+        leads (those whose only in-sync replica is this one).
+        """
+        self.shutting_down = True
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+        deadline = time.monotonic() + self.config.controlled_shutdown_timeout_seconds
+        outcome = "timed_out"
+        failures = 0
+        while True:
+            # Asked again until it holds: a broker stopping at the same moment may have
+            # handed this one a partition before it saw this one stop.
+            try:
+                remaining = await self.call_store(
+                    self.store.controlled_shutdown, self.config.broker_id
+                )
+                await self.refresh_metadata()
+            except Exception:
+                failures += 1
+                logger.warning("controlled shutdown request failed", exc_info=True)
+                if failures >= 3:  # like controlled.shutdown.max.retries
+                    outcome = "failed"
+                    break
+            else:
+                if self._leading() <= remaining:
+                    outcome = "done"
+                    break
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.2)
+        self.metrics.controlled_shutdowns.labels(outcome).inc()
+        leading = self._leading()
+        logger.info(
+            "broker %s: controlled shutdown %s; still leading %s partition(s) with no other "
+            "in-sync replica",
+            self.config.broker_id,
+            outcome.replace("_", " "),
+            leading,
+        )
+        return leading
+
+    def _leading(self) -> int:
+        me = self.config.broker_id
+        return sum(
+            1
+            for topics in self.snapshot.topics.values()
+            for topic in topics.values()
+            for p in topic.partitions
+            if p.leader == me
+        )
+
+    async def stop(self, controlled: bool = True) -> None:
+        """Graceful: hand over leaderships (``controlled``), stop accepting, finish
+        in-flight requests, close logs cleanly."""
+        if controlled and self._ready:
+            with contextlib.suppress(Exception):
+                await self.controlled_shutdown()
+        self.shutting_down = True
         self._stopping.set()
         if self._server is not None:
             self._server.close()
+        if self._tls_server is not None:
+            self._tls_server.close()
         for task in self._tasks:
             task.cancel()
         connections = list(self._connections)
@@ -168,9 +365,12 @@ class Broker:
             conn.request_close()
         if connections:
             await asyncio.wait([c.task for c in connections if c.task], timeout=10)
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
+        for server in (self._server, self._tls_server):
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    await server.wait_closed()
+        if self._health is not None:
+            self._health.stop()
         self.groups.close()
         await self.groups.flush()
         await asyncio.to_thread(self.replicas.stop)
@@ -180,6 +380,10 @@ class Broker:
         with contextlib.suppress(Exception):
             await self.call_store(self.store.deregister_broker, self.config.broker_id)
         logger.info("broker %s stopped", self.config.broker_id)
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self._health.port if self._health is not None else None
 
     @property
     def advertised_host(self) -> str:
@@ -200,21 +404,26 @@ class Broker:
         index = zlib.crc32(f"{tenant_id}/{group_id}".encode()) % len(brokers)
         return brokers[index]
 
-    def broker_metadata(self) -> dict[str, Any]:
+    def broker_metadata(self, tls: bool = False) -> dict[str, Any]:
+        host, port = self.tls_endpoint() if tls else (None, None)
         return {
             "node_id": self.config.broker_id,
-            "host": self.advertised_host,
-            "port": self.advertised_port_or_bound(),
+            "host": host or self.advertised_host,
+            "port": port or self.advertised_port_or_bound(),
             "rack": self.config.rack,
         }
 
-    def cluster_metadata(self) -> list[dict[str, Any]]:
-        """Every live broker (this one as it advertises itself), for Metadata and friends."""
-        me = self.broker_metadata()
+    def cluster_metadata(self, tls: bool = False) -> list[dict[str, Any]]:
+        """Every live broker (this one as it advertises itself), for Metadata and friends.
+        A client on the TLS listener gets the brokers' TLS addresses (brokers without
+        one are left out, as Kafka leaves out brokers without the client's listener)."""
+        me = self.broker_metadata(tls)
         others = [
-            {"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+            {"node_id": b.id, "host": host, "port": port, "rack": b.rack}
             for b in sorted(self.snapshot.brokers.values(), key=lambda b: b.id)
             if b.id != me["node_id"]
+            for host, port in [b.endpoint(tls)]
+            if port is not None
         ]
         return sorted([me, *others], key=lambda m: int(m["node_id"]))
 
@@ -374,8 +583,14 @@ class Broker:
 
     # --- connections -------------------------------------------------------------------------
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(self, reader, writer)
+    async def _accept_tls(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self._accept(reader, writer, tls=True)
+
+    async def _accept(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tls: bool = False
+    ) -> None:
+        conn = Connection(self, reader, writer, tls=tls)
+        self.metrics.connections_created.labels("tls" if tls else "plain").inc()
         conn.task = asyncio.current_task()
         self._connections.add(conn)
         try:
@@ -401,9 +616,14 @@ def _read_slice(chunk: FileSlice) -> bytes:
 
 class Connection:
     def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        broker: Broker,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        tls: bool = False,
     ) -> None:
         self.broker = broker
+        self.tls = tls
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
@@ -503,10 +723,13 @@ class Connection:
                 self.host,
                 request.version,
                 request.header.client_id or "",
+                self.tls,
             )
             handler = HANDLERS[key]
+            started = time.perf_counter()
             try:
                 body = await handler(ctx, request.body)
+                self.broker.metrics.request_done(request.api.name, started, body)
             except Exception:
                 # A bug must not take the broker down: log it and drop this connection
                 # (the client reconnects and retries, as after any network error).
@@ -585,6 +808,7 @@ class Connection:
         except SaslFailed as exc:
             await asyncio.sleep(FAILED_AUTH_DELAY_SECONDS)  # slows down guessing
             logger.info("SASL authentication failed from %s", self.host)
+            self.broker.metrics.authentication_failures.labels(self.sasl.mechanism).inc()
             return (
                 {
                     "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
@@ -634,6 +858,7 @@ HANDLERS: dict[int, Callable[..., Any]] = {
     31: handlers.handle_delete_acls,
     32: handlers.handle_describe_configs,
     33: handlers.handle_alter_configs,
+    35: handlers.handle_describe_log_dirs,
     37: handlers.handle_create_partitions,
     44: handlers.handle_incremental_alter_configs,
     60: handlers.handle_describe_cluster,

@@ -54,6 +54,7 @@ class FileSlice:
     position: int
     length: int
     first_offset: int
+    next_offset: int = -1  # the offset after the last batch in the slice
 
     def __len__(self) -> int:
         return self.length
@@ -266,13 +267,15 @@ class LogSegment:
         if max_offset is not None and first.last_offset >= max_offset:
             return None
         end = start
+        next_offset = first.base_offset
         for pos, header in self.headers_from(start):
             if max_offset is not None and header.last_offset >= max_offset:
                 break
             if pos + header.size - start > max_bytes and not (min_one and pos == start):
                 break
             end = pos + header.size
-        return FileSlice(self.log_path, start, end - start, first.base_offset)
+            next_offset = header.next_offset
+        return FileSlice(self.log_path, start, end - start, first.base_offset, next_offset)
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self._ensure_open(), header.size, position)

@@ -59,6 +59,20 @@ class KafkaEnv:
     broker_id: int = 1
     advertised_port: int | None = None  # clients and other brokers reach it there (a proxy)
     allow_anonymous: bool = False  # the development listener
+    metrics_port: int | None = None  # /metrics, /healthz, /readyz
+
+    def http(self, path: str) -> tuple[int, str]:
+        """(status, body) of GET ``path`` on the broker's metrics port."""
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.metrics_port}{path}", timeout=10
+            ) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
 
     def log_tail(self) -> str:
         return self.log_path.read_text()[-4000:] if self.log_path else ""
@@ -105,6 +119,7 @@ def start_broker(env: KafkaEnv) -> None:
             str(env.data_dir),
             *(["--advertised-port", str(env.advertised_port)] if env.advertised_port else []),
             *(["--allow-anonymous"] if env.allow_anonymous else []),
+            *(["--metrics-port", str(env.metrics_port)] if env.metrics_port else []),
         ],
         cwd=ROOT,
         env=env.env,
@@ -163,6 +178,8 @@ def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None, adverti
         "MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
         "MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS": "200",
         "MILLRACE_BROKER_LEASE_SECONDS": "10",  # see tests/conftest.py
+        # stop_broker waits 30 s for the process: the leadership handover must fit.
+        "MILLRACE_CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS": "10",
         **(extra_env or {}),
     }
     bootstrap = ",".join(f"127.0.0.1:{p}" for p in advertised_ports or ports)
@@ -177,6 +194,7 @@ def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None, adverti
             log_path=tmp / f"broker-{i}.log",
             broker_id=i,
             advertised_port=advertised_ports[i - 1] if advertised_ports else None,
+            metrics_port=free_port(),
             **keys,
         )
         for i, port in enumerate(ports, start=1)

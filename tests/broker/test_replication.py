@@ -15,6 +15,7 @@ from django.db import connection
 
 from control_plane.catalog.models import Partition, Topic
 from control_plane.controller import services as controller
+from data_plane.broker import perf
 from data_plane.protocol.errors import ErrorCode as E
 from data_plane.records.batch import Record, RecordBatch
 from tests.broker.conftest import _brokers, confluent_conf, start_broker, stop_broker
@@ -48,7 +49,7 @@ def create(cluster, name, partitions=1, min_isr=2):
 
     admin = AdminClient(confluent_conf(cluster[0], cluster[0].admin_a))
     new = NewTopic(name, partitions, 3, config={"min.insync.replicas": str(min_isr)})
-    admin.create_topics([new])[name].result(timeout=20)
+    perf.create_topics(admin, [new])
     return Topic.objects.get(name=name)
 
 
@@ -444,6 +445,69 @@ def test_five_leader_bounces_while_producing_lose_nothing(cluster):
     assert len(acked) >= 10_000
     wait_identical(cluster, topic)
     assert_nothing_acked_lost(cluster, name, acked)
+
+
+def test_sigterm_hands_leaderships_over_before_the_broker_stops(cluster):
+    """Controlled shutdown: SIGTERM the leader of an RF 3 topic under an acks=all load.
+    Its leaderships move before the process exits, with no controller pass (the broker
+    asks for it), the producer sees no error (librdkafka retries the retriable
+    NOT_LEADER answers itself), and every acknowledged record is there."""
+    from confluent_kafka import Producer
+
+    name = topic_name("controlled")
+    topic = create(cluster, name, partitions=3)
+    restart_all_and_converge(cluster, topic)
+    victim_id = row(topic).leader
+    led = [i for i in range(3) if row(topic, i).leader == victim_id]
+    acked: list[int] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def run():
+        producer = Producer(
+            confluent_conf(
+                cluster[0],
+                cluster[0].admin_a,
+                **{"acks": "all", "linger.ms": 5, "message.timeout.ms": 60_000},
+            )
+        )
+
+        def done(err, msg):
+            if err is None:
+                acked.append(int(msg.value()))
+            else:
+                errors.append(f"{msg.partition()}: {err}")
+
+        sent, deadline = 0, time.monotonic() + 90
+        while not stop.is_set() and time.monotonic() < deadline:
+            for _ in range(50):
+                producer.produce(name, value=str(sent).encode(), on_delivery=done)
+                sent += 1
+            producer.poll(0.05)
+        assert producer.flush(90) == 0
+
+    writer = threading.Thread(target=run)
+    writer.start()
+    victim = by_id(cluster, victim_id)
+    try:
+        wait_for(lambda: len(acked) > 1000, 60, "records before the SIGTERM")
+        assert stop_broker(victim) == 0  # SIGTERM; returns the exit code
+        for index in led:  # moved by the broker's own request: no tick was run
+            moved = row(topic, index)
+            assert moved.leader not in (None, victim_id), (index, moved.leader)
+            assert victim_id not in moved.isr
+        before = len(acked)
+        wait_for(lambda: len(acked) > before + 1000, 60, "records after the SIGTERM")
+    finally:
+        stop.set()
+        writer.join(120)
+    assert not writer.is_alive()
+    assert errors == []
+    log = victim.log_tail()
+    assert "controlled shutdown done" in log, log  # not "timed out"
+    start_broker(victim)
+    restart_all_and_converge(cluster, topic)
+    assert_nothing_acked_lost(cluster, name, acked, partitions=3)
 
 
 def test_a_dead_coordinators_groups_move_to_a_live_broker(cluster):

@@ -1,15 +1,19 @@
 """``manage.py broker --id N``: one Kafka-protocol broker process (the data plane).
 
 Serves the partitions assigned to it from ``<data dir>/broker-<id>``, registers with a
-heartbeat lease, and shuts down gracefully on SIGTERM/SIGINT (stop accepting, finish
-in-flight requests, flush and close logs, deregister).
+heartbeat lease, and shuts down gracefully on SIGTERM/SIGINT: a controlled shutdown that
+first moves its leaderships to other in-sync replicas, then stop accepting, finish
+in-flight requests, flush and close logs, deregister. Every flag defaults to a setting
+(``MILLRACE_BROKER_*``, docs/deploy.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +30,44 @@ class Command(BaseCommand):
     help = "Run one Kafka-protocol broker."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--id", type=int, default=1, dest="broker_id")
+        parser.add_argument(
+            "--id",
+            default=settings.MILLRACE_BROKER_ID,
+            dest="broker_id",
+            help='a number, or "ordinal": the host name\'s last "-" number plus one',
+        )
         parser.add_argument("--host", default=settings.MILLRACE_BROKER_HOST)
         parser.add_argument("--port", type=int, default=settings.MILLRACE_BROKER_PORT)
-        parser.add_argument("--advertised-host", default=settings.MILLRACE_BROKER_ADVERTISED_HOST)
-        parser.add_argument("--advertised-port", type=int, default=None)
+        parser.add_argument(
+            "--advertised-host",
+            default=settings.MILLRACE_BROKER_ADVERTISED_HOST,
+            help="may contain {id}",
+        )
+        parser.add_argument(
+            "--advertised-port",
+            default=settings.MILLRACE_BROKER_ADVERTISED_PORT,
+            help='a number, or "N+id"',
+        )
+        parser.add_argument("--metrics-host", default=settings.MILLRACE_BROKER_METRICS_HOST)
+        parser.add_argument(
+            "--metrics-port",
+            default=settings.MILLRACE_BROKER_METRICS_PORT,
+            help='/metrics, /healthz, /readyz; "off" for none, 0 for a free port',
+        )
+        parser.add_argument("--tls-port", default=settings.MILLRACE_BROKER_TLS_PORT)
+        parser.add_argument("--tls-cert-file", default=settings.MILLRACE_BROKER_TLS_CERT_FILE)
+        parser.add_argument("--tls-key-file", default=settings.MILLRACE_BROKER_TLS_KEY_FILE)
+        parser.add_argument(
+            "--tls-advertised-host", default=settings.MILLRACE_BROKER_TLS_ADVERTISED_HOST
+        )
+        parser.add_argument(
+            "--tls-advertised-port", default=settings.MILLRACE_BROKER_TLS_ADVERTISED_PORT
+        )
+        parser.add_argument(
+            "--controlled-shutdown-timeout",
+            type=float,
+            default=settings.MILLRACE_CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS,
+        )
         parser.add_argument("--rack", default=None)
         parser.add_argument("--data-dir", type=Path, default=None)
         parser.add_argument(
@@ -44,14 +81,28 @@ class Command(BaseCommand):
         if options["allow_anonymous"] and settings.PRODUCTION:
             raise CommandError("the unauthenticated listener is not allowed in production")
         logging.basicConfig(level=settings.LOGGING["root"]["level"])
-        data_dir = options["data_dir"] or settings.DATA_DIR / f"broker-{options['broker_id']}"
+        broker_id = broker_id_from(str(options["broker_id"]), socket.gethostname())
+        data_dir = options["data_dir"] or settings.DATA_DIR / f"broker-{broker_id}"
+        tls_port = _port("--tls-port", options["tls_port"])
+        if tls_port is not None and not (options["tls_cert_file"] and options["tls_key_file"]):
+            raise CommandError("--tls-port needs --tls-cert-file and --tls-key-file")
         config = BrokerConfig(
-            broker_id=options["broker_id"],
+            broker_id=broker_id,
             host=options["host"],
             port=options["port"],
-            advertised_host=options["advertised_host"],
-            advertised_port=options["advertised_port"],
+            advertised_host=_with_id(options["advertised_host"], broker_id),
+            advertised_port=port_for("--advertised-port", options["advertised_port"], broker_id),
             rack=options["rack"],
+            metrics_host=options["metrics_host"],
+            metrics_port=_port("--metrics-port", options["metrics_port"]),
+            tls_port=tls_port,
+            tls_cert_file=Path(options["tls_cert_file"]) if options["tls_cert_file"] else None,
+            tls_key_file=Path(options["tls_key_file"]) if options["tls_key_file"] else None,
+            tls_advertised_host=_with_id(options["tls_advertised_host"], broker_id),
+            tls_advertised_port=port_for(
+                "--tls-advertised-port", options["tls_advertised_port"], broker_id
+            ),
+            controlled_shutdown_timeout_seconds=options["controlled_shutdown_timeout"],
             data_dir=data_dir,
             allow_anonymous=options["allow_anonymous"],
             groups=CoordinatorConfig(
@@ -74,9 +125,53 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await broker.start()
+        extras = []
+        if broker.tls_port is not None:
+            extras.append(f"TLS on {broker.tls_port}")
+        if broker.metrics_port is not None:
+            extras.append(f"metrics on {broker.metrics_port}")
         self.stdout.write(
             f"broker {broker.config.broker_id} ready on {broker.config.host}:{broker.port}"
+            + (f" ({', '.join(extras)})" if extras else "")
         )
         self.stdout.flush()
         await stop.wait()
         await broker.stop()
+
+
+def broker_id_from(value: str, hostname: str) -> int:
+    """``--id``: a positive number, or "ordinal" (a StatefulSet pod's index plus one)."""
+    if value == "ordinal":
+        found = re.search(r"-(\d+)$", hostname.split(".")[0])
+        if found is None:
+            raise CommandError(f'--id ordinal: host name {hostname!r} does not end in "-<number>"')
+        return int(found.group(1)) + 1
+    if not value.isdigit() or int(value) < 1:
+        raise CommandError(f'--id must be a positive number or "ordinal", not {value!r}')
+    return int(value)
+
+
+def port_for(flag: str, value: str | None, broker_id: int) -> int | None:
+    """A port given as a number, or as "N+id" (N plus the broker id)."""
+    if value is None or value == "":
+        return None
+    found = re.fullmatch(r"(\d+)(\+id)?", value.strip())
+    if found is None:
+        raise CommandError(f'{flag} must be a number or "N+id", not {value!r}')
+    port = int(found.group(1)) + (broker_id if found.group(2) else 0)
+    if not 0 < port < 65536:
+        raise CommandError(f"{flag}: {port} is not a TCP port")
+    return port
+
+
+def _port(flag: str, value: str | None) -> int | None:
+    """A port to listen on: None (or "off") for none, 0 for a free one."""
+    if value is None or value.strip().lower() in ("", "off"):
+        return None
+    if not value.strip().isdigit() or int(value) > 65535:
+        raise CommandError(f'{flag} must be a TCP port, 0 or "off", not {value!r}')
+    return int(value)
+
+
+def _with_id(host: str | None, broker_id: int) -> str | None:
+    return host.replace("{id}", str(broker_id)) if host else host

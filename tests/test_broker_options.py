@@ -1,0 +1,35 @@
+"""``manage.py broker``'s per-pod options: the id from a StatefulSet ordinal and ports given
+as "N+id", so one pod template serves every broker."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management.base import CommandError
+
+from control_plane.core.management.commands.broker import broker_id_from, port_for
+
+
+def test_broker_id_is_a_number_or_the_pod_ordinal_plus_one():
+    assert broker_id_from("3", "anything") == 3
+    assert broker_id_from("ordinal", "millrace-broker-0") == 1
+    assert broker_id_from("ordinal", "millrace-broker-12.millrace-broker-headless") == 13
+
+
+@pytest.mark.parametrize(
+    ("value", "host"), [("0", "h"), ("-1", "h"), ("two", "h"), ("ordinal", "broker")]
+)
+def test_bad_broker_ids_are_refused_by_name(value, host):
+    with pytest.raises(CommandError, match="--id"):
+        broker_id_from(value, host)
+
+
+def test_ports_may_add_the_broker_id():
+    assert port_for("--advertised-port", None, 2) is None
+    assert port_for("--advertised-port", "9092", 2) == 9092
+    assert port_for("--tls-advertised-port", "31090+id", 2) == 31092
+
+
+@pytest.mark.parametrize("value", ["x", "9092+ID", "70000", "1+id+id"])
+def test_bad_ports_are_refused_by_name(value):
+    with pytest.raises(CommandError, match="--tls-advertised-port"):
+        port_for("--tls-advertised-port", value, 1)
