@@ -14,11 +14,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -26,7 +27,10 @@ from control_plane.api.access import Need
 from control_plane.core.actor import Actor
 from control_plane.core.errors import ServiceError
 from control_plane.core.http import client_ip
+from control_plane.core.request_context import bind_tenant, bind_user
 from control_plane.tenancy.models import Membership, Role, Tenant
+
+M = TypeVar("M", bound=Model)
 
 
 @dataclass
@@ -74,6 +78,16 @@ class Page:
         messages.success(self.request, success)
         return True
 
+    def owned(self, rows: QuerySet[M], what: str, **lookup: Any) -> M:
+        """This tenant's one row of ``rows`` matching ``lookup``; 404 "no such <what>".
+
+        Another tenant's object is as absent as a missing one.
+        """
+        found = rows.filter(tenant=self.tenant, **lookup).first()
+        if found is None:
+            raise Http404(f"no such {what}")
+        return found
+
     def render(
         self,
         template: str,
@@ -105,6 +119,8 @@ def membership_of(request: HttpRequest, tenant_slug: str) -> Membership:
     )
     if membership is None:
         raise Http404("no such tenant")
+    bind_tenant(membership.tenant.slug)
+    bind_user(request.user)
     return membership
 
 

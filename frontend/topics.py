@@ -10,18 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from control_plane.api.views import TopicViewSet
 from control_plane.catalog import services as catalog_services
+from control_plane.catalog import usage
 from control_plane.catalog.models import Topic
-from control_plane.core.errors import InvalidInput, ServiceError
+from control_plane.core.errors import ServiceError
 from control_plane.groups.lag import Brokers
 from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
 from frontend.console import Page, form_errors, member_view
-from frontend.units import DURATION_UNITS, duration_ms
+from frontend.units import DURATION_UNITS, duration_ms, whole_number
 
 NEEDS = TopicViewSet.needs
 
@@ -33,18 +34,8 @@ PARTITION_ERRORS = {
 }
 
 
-def _int(raw: str, field: str) -> int:
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise InvalidInput("enter a whole number", field=field) from None
-
-
-def _topic(page: Page, name: str) -> Topic:
-    topic = Topic.objects.filter(tenant=page.tenant, name=name).first()
-    if topic is None:
-        raise Http404("no such topic")
-    return topic
+def topic_or_404(page: Page, name: str) -> Topic:
+    return page.owned(Topic.objects.all(), "topic", name=name)
 
 
 def _back_to(page: Page, topic: Topic) -> HttpResponse:
@@ -57,6 +48,9 @@ def topic_list(page: Page) -> HttpResponse:
     rows = Topic.objects.filter(tenant=page.tenant)
     if query:
         rows = rows.filter(name__icontains=query)
+    rows = list(rows)
+    sizes, sizes_failure = usage.topic_sizes(page.tenant, rows)
+    rates = usage.recent_rates(page.tenant)
     topics = []
     for topic in rows:
         effective = effective_configs(topic.configs)
@@ -65,11 +59,13 @@ def topic_list(page: Page) -> HttpResponse:
                 "topic": topic,
                 "retention_ms": effective["retention.ms"],
                 "cleanup_policy": effective["cleanup.policy"],
+                "size": sizes.get(topic.name),
+                "rate": rates.get(topic.name),
             }
         )
     return page.render(
         "frontend/topics.html",
-        {"topics": topics, "q": query},
+        {"topics": topics, "q": query, "sizes_failure": sizes_failure},
         partial="frontend/partials/topic_rows.html",
     )
 
@@ -98,8 +94,8 @@ def topic_create(page: Page) -> HttpResponse:
                 page.actor,
                 page.tenant,
                 name=form["name"],
-                partition_count=_int(form["partitions"], "partitions"),
-                replication_factor=_int(form["replication_factor"], "replication_factor"),
+                partition_count=whole_number(form["partitions"], "partitions"),
+                replication_factor=whole_number(form["replication_factor"], "replication_factor"),
                 configs=configs,
             )
         except ServiceError as exc:
@@ -132,6 +128,7 @@ def _partitions(page: Page, topic: Topic) -> tuple[list[dict[str, Any]], str | N
     tps = [(topic.name, p.index) for p in rows]
     with Brokers(page.tenant) as brokers:
         state = brokers.log_state(tps, {})
+    sizes = usage.partition_sizes(page.tenant, topic) if state.failure is None else {}
     out = []
     for p in rows:
         tp = (topic.name, p.index)
@@ -147,6 +144,7 @@ def _partitions(page: Page, topic: Topic) -> tuple[list[dict[str, Any]], str | N
                 "start": start,
                 "end": end,
                 "records": end - start if start is not None and end is not None else None,
+                "size": sizes.get(p.index),
                 "error": PARTITION_ERRORS.get(state.errors.get(tp) or "", state.errors.get(tp)),
             }
         )
@@ -174,7 +172,7 @@ def _configs(topic: Topic) -> list[dict[str, Any]]:
 
 @member_view("topics")
 def topic_detail(page: Page, name: str) -> HttpResponse:
-    topic = _topic(page, name)
+    topic = topic_or_404(page, name)
     partitions, failure = _partitions(page, topic)
     return page.render(
         "frontend/topic_detail.html",
@@ -194,7 +192,7 @@ def topic_detail(page: Page, name: str) -> HttpResponse:
 @member_view("topics", role=NEEDS["alter_configs"].role)
 def topic_configs(page: Page, name: str) -> HttpResponse:
     """Set the configs whose submitted value differs; ``reset:<name>`` drops an override."""
-    topic = _topic(page, name)
+    topic = topic_or_404(page, name)
     effective = effective_configs(topic.configs)
     changes: dict[str, object | None] = {}
     for key, definition in TOPIC_CONFIGS.items():
@@ -217,11 +215,11 @@ def topic_configs(page: Page, name: str) -> HttpResponse:
 @require_POST
 @member_view("topics", role=NEEDS["add_partitions"].role)
 def topic_add_partitions(page: Page, name: str) -> HttpResponse:
-    topic = _topic(page, name)
+    topic = topic_or_404(page, name)
     raw = page.request.POST.get("partitions", "")
     page.act(
         lambda: catalog_services.add_partitions(
-            page.actor, topic, partition_count=_int(raw, "partitions")
+            page.actor, topic, partition_count=whole_number(raw, "partitions")
         ),
         f"{topic.name} now has {raw.strip()} partitions.",
     )
@@ -231,7 +229,7 @@ def topic_add_partitions(page: Page, name: str) -> HttpResponse:
 @require_POST
 @member_view("topics", role=NEEDS["destroy"].role)
 def topic_delete(page: Page, name: str) -> HttpResponse:
-    topic = _topic(page, name)
+    topic = topic_or_404(page, name)
     if page.request.POST.get("confirm", "") != topic.name:
         messages.error(page.request, f"Type the topic's name ({topic.name}) to delete it.")
         return _back_to(page, topic)

@@ -36,5 +36,5 @@ class LoginView(auth_views.LoginView):
 def home(request: HttpRequest) -> HttpResponse:
     membership = Membership.objects.filter(user=request.user).select_related("tenant").first()
     if membership is not None:
-        return redirect("frontend:topics", tenant_slug=membership.tenant.slug)
+        return redirect("frontend:overview", tenant_slug=membership.tenant.slug)
     return render(request, "frontend/no_tenant.html")

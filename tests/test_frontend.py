@@ -20,7 +20,7 @@ def test_login_page_and_redirect_to_first_tenant(owner):
     assert "Sign in" in anonymous.get("/login/").content.decode()
     response = anonymous.post("/login/", {"username": "olivia", "password": "olivia-pw-123!"})
     assert response.status_code == 302
-    assert anonymous.get("/").url == "/t/acme/topics/"
+    assert anonymous.get("/").url == "/t/acme/"
 
 
 def test_bad_login_stays_on_page(owner):

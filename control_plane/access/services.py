@@ -5,6 +5,7 @@ Writes record audit events in the same transaction; snapshots never contain secr
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -179,6 +180,7 @@ def create_api_key(
 ) -> CreatedApiKey:
     if expires_at is not None and expires_at <= timezone.now():
         raise InvalidInput("expires_at must be in the future", field="expires_at")
+    _check_length(ApiKey, "description", description)
     secret = generate_secret()
     stored = derive_stored_secret(secret)
     key = ApiKey.objects.create(
@@ -289,6 +291,22 @@ def _enum(enum_cls: type, value: str, field: str) -> Any:
         raise InvalidInput(f"{field} must be one of: {allowed}", field=field) from None
 
 
+def _check_length(model: Any, field: str, value: str) -> None:
+    limit = model._meta.get_field(field).max_length
+    if len(value) > limit:
+        raise InvalidInput(f"use at most {limit} characters", field=field)
+
+
+def _acl_host(host: str) -> str:
+    """``*`` (any address, also for an empty host) or one IP address, normalized."""
+    if host in ("", WILDCARD_HOST):
+        return WILDCARD_HOST
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        raise InvalidInput("enter '*' or one IP address", field="host") from None
+
+
 @transaction.atomic
 def create_acl(
     actor: Actor,
@@ -303,6 +321,7 @@ def create_acl(
     host: str = WILDCARD_HOST,
 ) -> Acl:
     sa = resolve_principal(tenant, principal)
+    _check_length(Acl, "resource_name", resource_name)
     binding = AclBinding(
         principal=principal,
         resource_type=_enum(ResourceType, resource_type, "resource_type"),
@@ -310,7 +329,7 @@ def create_acl(
         resource_name=resource_name,
         operation=_enum(Operation, operation, "operation"),
         permission=_enum(Permission, permission, "permission"),
-        host=host or WILDCARD_HOST,
+        host=_acl_host(host),
     )
     try:
         binding.validate()

@@ -37,18 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker.bench import (
-    ROOT,
-    _rss_mb,
-    bench_env,
-    emit,
-    free_port,
-    metadata_database,
-    prepare_store,
-    start_broker,
-    stop_process,
-)
-from data_plane.broker.bench_replication import CREDENTIALS_SCRIPT, _shell_json
+from data_plane.broker import perf
+from data_plane.broker.bench import ROOT, _rss_mb, emit, free_port, stop_process
+from data_plane.broker.bench_replication import sasl_broker
 
 TOPIC = "bench-streams"
 PARTITIONS = 6
@@ -59,7 +50,7 @@ def _record(i: int) -> dict[str, Any]:
 
 
 def start_web(env: dict[str, str], port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    """daphne serving ``control_plane.asgi`` on 127.0.0.1:``port``, once /healthz answers."""
+    """daphne serving ``control_plane.asgi`` on 127.0.0.1:``port``, once /readyz answers."""
     with open(log_path, "ab") as log:
         web = subprocess.Popen(  # noqa: S603 - our own command line
             [
@@ -82,7 +73,7 @@ def start_web(env: dict[str, str], port: int, log_path: Path) -> subprocess.Pope
     while time.monotonic() < deadline:
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/healthz")
+            conn.request("GET", "/readyz")
             if conn.getresponse().status == 200:
                 return web
         except OSError:
@@ -281,29 +272,14 @@ def main(argv: list[str] | None = None) -> int:
     batches = 20 if args.quick else 400
     latency_seconds = 3 if args.quick else 20
     work = Path(tempfile.mkdtemp(prefix="millrace-bench-streams-"))
-    with metadata_database("postgres", f"millrace_bench_streams_{os.getpid()}") as url:
-        assert url is not None
-        env = bench_env(
-            work,
-            {
-                "DATABASE_URL": url,
-                "REDIS_URL": os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/14",
-                "MILLRACE_DEFAULT_REPLICATION_FACTOR": "1",
-                "DJANGO_LOG_LEVEL": "WARNING",
-            },
-        )
-        prepare_store(env)
-        key = _shell_json(env, CREDENTIALS_SCRIPT)
+    redis = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/14"
+    with sasl_broker(f"millrace_bench_streams_{os.getpid()}", work, {"REDIS_URL": redis}) as (
+        env,
+        key,
+        broker_port,
+    ):
         auth = "Basic " + base64.b64encode(f"{key['username']}:{key['password']}".encode()).decode()
-        broker_port, web_port = free_port(), free_port()
-        broker = start_broker(
-            env,
-            port=broker_port,
-            data_dir=work / "broker",
-            log_path=work / "broker.log",
-            broker_id=1,
-            anonymous=False,
-        )
+        web_port = free_port()
         web = None
         try:
             web = start_web(env, web_port, work / "web.log")
@@ -311,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             from confluent_kafka.admin import AdminClient, NewTopic
 
             admin = AdminClient(_confluent(bootstrap, key))
-            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+            perf.create_topics(admin, [NewTopic(TOPIC, PARTITIONS, 1)])
             rest_produce(web_port, auth, "default", 4)  # warm up: connections, producer
             rest_rate, failed = rest_produce(web_port, auth, "default", batches)
             kafka_rate = kafka_produce(bootstrap, key, batches * 500)
@@ -345,7 +321,6 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if web is not None:
                 stop_process(web, grace=15)
-            stop_process(broker)
             if args.keep:
                 print(f"logs in {work}", file=sys.stderr)
     return 0

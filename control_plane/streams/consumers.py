@@ -45,6 +45,7 @@ from control_plane.access.services import tenant_bindings as load_bindings
 from control_plane.catalog.models import Topic
 from control_plane.core.errors import ServiceError
 from control_plane.core.notify import key_group
+from control_plane.core.request_context import bind_connection, bind_tenant, bind_user
 from control_plane.streams import codec
 from control_plane.streams.kafka import (
     ASSIGNORS,
@@ -126,13 +127,21 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
+    """A stream for an API key (the data API). :class:`ConsoleTail` is the console's."""
+
     key: ApiKey | None = None
+    # Set once the caller is known: whom the socket acts as on the brokers, the tenant, and
+    # the principal named in permission errors.
     who: Delegation | None = None
+    tenant_id: int | None = None
+    principal_name = "?"
 
     # -- connection lifecycle -------------------------------------------------------------
 
     async def connect(self) -> None:
         self.tenant_slug = self.scope["url_route"]["kwargs"]["tenant_slug"]
+        # Log lines of this socket (its task and the tasks it starts) carry the id.
+        self.connection_id = bind_connection(self.scope)
         self.source_ip = (self.scope.get("client") or ["", 0])[0]
         self.bad_frames = 0
         self.tasks: list[asyncio.Task[Any]] = []
@@ -148,6 +157,10 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         self.topic_cache: dict[tuple[str, Operation], tuple[float, str | None]] = {}
         self.closed = False
         await self.accept()
+        await self.identify()
+
+    async def identify(self) -> None:
+        """Learn who the caller is: an API key from the header or a first auth frame."""
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         if any(word in name.lower() for name in query for word in SECRET_WORDS):
             await self.fail(
@@ -197,7 +210,7 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
 
     async def _auth_deadline(self) -> None:
         await asyncio.sleep(settings.MILLRACE_WS_AUTH_TIMEOUT_SECONDS)
-        if self.key is None:
+        if self.who is None:
             await self.fail(CLOSE_UNAUTHENTICATED, "unauthenticated", "no auth frame in time")
 
     async def authenticate(self, key_id: str, secret: str) -> None:
@@ -216,7 +229,11 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             await self.fail(close, "unauthenticated", exc.reason)
             return
         self.key = key
+        bind_tenant(key.tenant.slug)
+        bind_user(None, api_key=key)
         self.who = Delegation(key.tenant.slug, key.key_id)
+        self.tenant_id = key.tenant_id
+        self.principal_name = key.service_account.principal
         self.bindings = await database_sync_to_async(load_bindings)(key.tenant_id)
         self.bindings_at = time.monotonic()
         if self.channel_layer is not None:
@@ -279,14 +296,14 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
     async def dispatch_frame(self, frame: dict[str, Any]) -> None:
         kind = frame["type"]
         if kind == "auth":
-            if self.key is not None:
+            if self.who is not None:
                 raise FrameError("bad_frame", "already authenticated")
             key_id, secret = frame.get("key_id"), frame.get("secret")
             if not isinstance(key_id, str) or not isinstance(secret, str):
                 raise FrameError("bad_frame", "an auth frame needs key_id and secret strings")
             await self.authenticate(key_id, secret)
             return
-        if self.key is None:
+        if self.who is None:
             await self.fail(CLOSE_UNAUTHENTICATED, "unauthenticated", "authenticate first")
             return
         if kind == "ping":
@@ -325,13 +342,11 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         if not await self._may(operation, ResourceType.TOPIC, name):
             raise FrameError(
                 "permission_denied",
-                f"{self.key.service_account.principal if self.key else '?'} is not authorized "
-                f"to {operation.value} topic {name!r}",
+                f"{self.principal_name} is not authorized to {operation.value} topic {name!r}",
             )
-        assert self.key is not None
         partitions = await database_sync_to_async(
             lambda: (
-                Topic.objects.filter(tenant_id=self.key.tenant_id, name=name)  # type: ignore[union-attr]
+                Topic.objects.filter(tenant_id=self.tenant_id, name=name)
                 .values_list("partition_count", flat=True)
                 .first()
             )
@@ -458,8 +473,7 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
         if group and not await self._may(Operation.READ, ResourceType.GROUP, group):
             raise FrameError(
                 "permission_denied",
-                f"{self.key.service_account.principal if self.key else '?'} is not authorized "
-                f"to READ group {group!r}",
+                f"{self.principal_name} is not authorized to READ group {group!r}",
             )
         if not positions and not group:
             positions = [(t, p, {"position": start}) for t in topics for p in range(counts[t])]

@@ -46,13 +46,25 @@ ACKS = {"all": "all", "-1": "all", "1": 1, "0": 0}
 
 @dataclass(frozen=True)
 class Delegation:
-    """Whom the web tier acts as: one API key of one tenant."""
+    """Whom the web tier acts as: one API key of one tenant, or a console member.
+
+    A console member (``console_user``, a user id) acts through the console principal,
+    whose rights the broker derives from the member's role (``internal_auth``); ``key_id``
+    is then only a label for client ids and pools.
+    """
 
     tenant_slug: str
     key_id: str
+    console_user: int | None = None
+
+    @classmethod
+    def console(cls, tenant_slug: str, user_id: int) -> Delegation:
+        return cls(tenant_slug, f"console/{user_id}", console_user=user_id)
 
     @property
     def username(self) -> str:
+        if self.console_user is not None:
+            return internal_auth.console_username(self.tenant_slug, self.console_user)
         return internal_auth.proxy_username(self.tenant_slug, self.key_id)
 
 

@@ -173,3 +173,33 @@ def test_method_not_allowed_and_malformed_json(owner):
     assert response.json()["error"]["code"] == "method_not_allowed"
     response = client.post(f"{T}/topics/", "{not json", content_type="application/json")
     assert response.status_code == 400 and response.json()["error"]["code"] == "parse_error"
+
+
+def test_services_enforce_lengths_and_hosts_for_every_caller(owner, tenant_a):
+    """The console and the Kafka protocol call the services without DRF's serializers in
+    front, so the services check what the columns and the authorizer need themselves."""
+    from control_plane.access import services as access_services
+    from control_plane.core.errors import InvalidInput
+    from tests.conftest import SYSTEM
+
+    sa = access_services.create_service_account(SYSTEM, tenant_a, name="app")
+    with pytest.raises(InvalidInput, match="at most 200") as exc:
+        access_services.create_api_key(SYSTEM, sa, description="x" * 201)
+    assert exc.value.field == "description"
+    acl = {
+        "principal": "User:app",
+        "resource_type": "topic",
+        "pattern_type": "literal",
+        "operation": "read",
+        "permission": "allow",
+    }
+    with pytest.raises(InvalidInput, match="at most 255") as exc:
+        access_services.create_acl(SYSTEM, tenant_a, **acl, resource_name="t" * 256)
+    assert exc.value.field == "resource_name"
+    with pytest.raises(InvalidInput, match="one IP address") as exc:
+        access_services.create_acl(SYSTEM, tenant_a, **acl, resource_name="t", host="db.local")
+    assert exc.value.field == "host"
+    assert not Acl.objects.exists()
+    made = access_services.create_acl(SYSTEM, tenant_a, **acl, resource_name="t", host="::0001")
+    assert made.host == "::1"  # one spelling per address
+    assert access_services.create_acl(SYSTEM, tenant_a, **acl, resource_name="u").host == "*"

@@ -1,0 +1,155 @@
+"""What topics hold and how fast they move: live sizes, and the sampled throughput series.
+
+Sizes come from the brokers (DescribeLogDirs, asked as the tenant's internal principal);
+throughput comes from :class:`~control_plane.catalog.models.TopicSample` rows that
+:func:`sample_topics` writes every ``MILLRACE_LAG_SAMPLE_SECONDS`` (the beat schedule),
+kept for ``MILLRACE_LAG_HISTORY_HOURS`` like the lag history.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Sum
+from django.utils import timezone
+
+from control_plane.catalog.models import Topic, TopicSample
+from control_plane.core.brokers import KafkaClientError, broker_client
+from control_plane.core.errors import Unavailable
+from control_plane.groups.models import CommittedOffset
+from control_plane.tenancy.models import Tenant
+from data_plane.client import LATEST
+
+
+def topic_sizes(tenant: Tenant, topics: Iterable[Topic]) -> tuple[dict[str, int], str | None]:
+    """({topic: bytes on its leaders}, why sizes are missing or None)."""
+    names = sorted({t.name for t in topics})
+    if not names:
+        return {}, None
+    try:
+        with broker_client(tenant) as client:
+            sizes = client.log_dirs(names)
+    except Unavailable as exc:
+        return {}, exc.message
+    except KafkaClientError as exc:
+        return {}, f"the brokers could not be asked: {exc}"
+    out: dict[str, int] = dict.fromkeys(names, 0)
+    for (name, _), size in sizes.items():
+        out[name] = out.get(name, 0) + size
+    return out, None
+
+
+def partition_sizes(tenant: Tenant, topic: Topic) -> dict[int, int]:
+    """{partition: bytes on its leader}; empty when the brokers cannot be asked."""
+    try:
+        with broker_client(tenant) as client:
+            return {p: size for (_, p), size in client.log_dirs([topic.name]).items()}
+    except (Unavailable, KafkaClientError):
+        return {}
+
+
+def sample_topics() -> int:
+    """Record every topic's end offset, consumed offset and size; prune old samples."""
+    now = timezone.now()
+    written = 0
+    for tenant in Tenant.objects.filter(topics__isnull=False).distinct():
+        topics = list(Topic.objects.filter(tenant=tenant))
+        consumed = dict(
+            CommittedOffset.objects.filter(topic__tenant=tenant)
+            .values_list("topic_id")
+            .annotate(total=Sum("offset"))
+        )
+        try:
+            with broker_client(tenant) as client:
+                tps = {(t.name, p): t for t in topics for p in range(t.partition_count)}
+                answers = client.list_offsets(dict.fromkeys(tps, LATEST))
+                sizes = client.log_dirs([t.name for t in topics])
+        except (Unavailable, KafkaClientError):
+            continue  # this tenant's brokers are unreachable: no sample this time
+        ends: dict[int, int] = defaultdict(int)
+        complete: dict[int, bool] = defaultdict(lambda: True)
+        for tp, answer in answers.items():
+            if answer.error:
+                complete[tps[tp].pk] = False
+            else:
+                ends[tps[tp].pk] += answer.offset
+        bytes_by_topic: dict[str, int] = defaultdict(int)
+        for (name, _), size in sizes.items():
+            bytes_by_topic[name] += size
+        rows = [
+            TopicSample(
+                topic=t,
+                at=now,
+                end_offset=ends[t.pk],
+                consumed=consumed.get(t.pk) or 0,
+                size_bytes=bytes_by_topic.get(t.name),
+            )
+            for t in topics
+            if complete[t.pk]
+        ]
+        TopicSample.objects.bulk_create(rows)
+        written += len(rows)
+    horizon = now - timedelta(hours=settings.MILLRACE_LAG_HISTORY_HOURS)
+    TopicSample.objects.filter(at__lt=horizon).delete()
+    return written
+
+
+def throughput(tenant: Tenant, hours: int, topic: Topic | None = None) -> dict[str, Any]:
+    """Chart data: records/s produced and consumed between consecutive samples."""
+    since = timezone.now() - timedelta(hours=hours)
+    samples = TopicSample.objects.filter(topic__tenant=tenant, at__gte=since)
+    if topic is not None:
+        samples = samples.filter(topic=topic)
+    produced: dict[float, float] = defaultdict(float)
+    consumed: dict[float, float] = defaultdict(float)
+    last: dict[int, TopicSample] = {}
+    for s in samples.order_by("topic_id", "at"):
+        before = last.get(s.topic_id)
+        last[s.topic_id] = s
+        if before is None:
+            continue
+        seconds = (s.at - before.at).total_seconds()
+        if seconds <= 0:
+            continue
+        at = s.at.timestamp()
+        # Counters only grow; a drop (an offset reset) counts as nothing moved.
+        produced[at] += max(0, s.end_offset - before.end_offset) / seconds
+        consumed[at] += max(0, s.consumed - before.consumed) / seconds
+    x = sorted(produced)
+    return {
+        "x": x,
+        "series": [
+            {
+                "label": "Produced (records/s)",
+                "values": [round(produced[t], 2) for t in x],
+                "scale": "records/s",
+            },
+            {
+                "label": "Consumed (records/s)",
+                "values": [round(consumed[t], 2) for t in x],
+                "scale": "records/s",
+            },
+        ],
+    }
+
+
+def recent_rates(tenant: Tenant, minutes: int = 10) -> dict[str, float]:
+    """{topic: records/s produced between its last two samples in the last ``minutes``}."""
+    since = timezone.now() - timedelta(minutes=minutes)
+    latest: dict[str, list[TopicSample]] = defaultdict(list)
+    samples = TopicSample.objects.filter(topic__tenant=tenant, at__gte=since).select_related(
+        "topic"
+    )
+    for s in samples.order_by("topic_id", "-at"):
+        pair = latest[s.topic.name]
+        if len(pair) < 2:
+            pair.append(s)
+    rates = {}
+    for name, (newer, *older) in latest.items():
+        if older and (seconds := (newer.at - older[0].at).total_seconds()) > 0:
+            rates[name] = round(max(0, newer.end_offset - older[0].end_offset) / seconds, 2)
+    return rates

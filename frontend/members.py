@@ -1,0 +1,138 @@
+"""Members & roles: the tenant's people, add by username or email, change a role, remove.
+
+Every change goes through ``control_plane.tenancy.services`` as the REST API does, so the
+rules (admins manage members up to admin, only owners touch owners, a tenant keeps at
+least one owner) and their messages are the services' own; the page only hides controls
+the signed-in role cannot use.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_http_methods, require_POST
+
+from control_plane.api.views import MembershipViewSet
+from control_plane.core.errors import InvalidInput, ServiceError
+from control_plane.tenancy import services as tenancy_services
+from control_plane.tenancy.models import Membership, Role
+from frontend.console import Page, form_errors, member_view
+
+NEEDS = MembershipViewSet.needs
+
+
+def _membership(page: Page, pk: int) -> Membership:
+    return page.owned(Membership.objects.select_related("user"), "member", pk=pk)
+
+
+def _grantable(page: Page) -> list[tuple[str, str]]:
+    """Roles the signed-in member may grant: up to their own (only owners grant owner)."""
+    return [(value, label) for value, label in Role.choices if Role.at_least(page.role, value)]
+
+
+def _may_manage(page: Page, membership: Membership) -> bool:
+    return page.may(NEEDS["partial_update"]) and Role.at_least(page.role, membership.role)
+
+
+def find_user(identifier: str) -> AbstractBaseUser:
+    """The user with this username or, failing that, the one account with this email."""
+    if not identifier:
+        raise InvalidInput("enter a username or email", field="username")
+    try:
+        return tenancy_services.find_user(identifier)
+    except InvalidInput:
+        if "@" not in identifier:
+            raise
+    # Emails are not unique in Django's user model: only an unambiguous one names a user.
+    matches = list(get_user_model().objects.filter(email__iexact=identifier)[:2])
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise InvalidInput(
+            "more than one user has this email; enter the username", field="username"
+        )
+    raise InvalidInput(f"no user with the username or email {identifier!r}", field="username")
+
+
+def _render(
+    page: Page, form: dict[str, str] | None = None, errors: dict[str, str] | None = None
+) -> HttpResponse:
+    memberships = Membership.objects.filter(tenant=page.tenant).select_related("user")
+    rows = [
+        {"membership": m, "manageable": _may_manage(page, m), "is_you": m.user == page.request.user}
+        for m in memberships.order_by("user__username")
+    ]
+    return page.render(
+        "frontend/members.html",
+        {
+            "members": rows,
+            "roles": _grantable(page),
+            "may_add": page.may(NEEDS["create"]),
+            "form": form or {"username": "", "role": Role.VIEWER},
+            "errors": errors or {},
+        },
+        status=400 if errors else 200,
+    )
+
+
+def _back(page: Page) -> HttpResponse:
+    return redirect("frontend:members", tenant_slug=page.tenant.slug)
+
+
+@member_view("members", role=NEEDS["list"].role)
+def member_list(page: Page) -> HttpResponse:
+    return _render(page)
+
+
+@require_POST
+@member_view("members", role=NEEDS["create"].role)
+def member_add(page: Page) -> HttpResponse:
+    form = {k: page.request.POST.get(k, "").strip() for k in ("username", "role")}
+    try:
+        user = find_user(form["username"])
+        tenancy_services.add_member(page.actor, page.tenant, user=user, role=form["role"])
+    except ServiceError as exc:
+        return _render(page, form, form_errors(exc))
+    messages.success(
+        page.request, f"{user.get_username()} added as {Role(form['role']).label.lower()}."
+    )
+    return _back(page)
+
+
+@require_POST
+@member_view("members", role=NEEDS["partial_update"].role)
+def member_role(page: Page, pk: int) -> HttpResponse:
+    membership = _membership(page, pk)
+    role = page.request.POST.get("role", "").strip()
+    name = membership.user.get_username()
+    if role == membership.role:
+        messages.info(page.request, f"{name} is already {membership.get_role_display().lower()}.")
+    else:
+        page.act(
+            lambda: tenancy_services.change_member_role(page.actor, membership, role=role),
+            f"{name} is now {role}.",
+        )
+    return _back(page)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@member_view("members", role=NEEDS["destroy"].role)
+def member_remove(page: Page, pk: int) -> HttpResponse:
+    """GET asks for confirmation (a page of its own, so it works without script); POST removes."""
+    membership = _membership(page, pk)
+    if page.request.method != "POST":
+        return page.render(
+            "frontend/member_remove.html",
+            {"membership": membership, "is_you": membership.user == page.request.user},
+        )
+    name = membership.user.get_username()
+    removed = page.act(
+        lambda: tenancy_services.remove_member(page.actor, membership),
+        f"{name} removed from {page.tenant.name}.",
+    )
+    if removed and membership.user == page.request.user:
+        return redirect("frontend:home")  # no longer a member: this tenant is gone for them
+    return _back(page)

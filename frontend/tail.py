@@ -1,0 +1,98 @@
+"""The console's live tail: the WebSocket stream protocol for a signed-in member.
+
+``/ws/console/t/<tenant>/stream`` speaks the same frames as the data API's stream
+(docs/streams.md) but authenticates with the console's session instead of an API key:
+
+* the route sits behind Channels' session middleware and an Origin check
+  (``AllowedHostsOriginValidator``), so a page on another site cannot open it with a
+  visitor's cookie;
+* the socket acts on the brokers as the member's console principal
+  (``internal_auth.console_username``), whose rights the broker derives from the role;
+* it reads topics from positions (no consumer group: tailing must not move anyone's
+  offsets) and, for developers and up, produces;
+* it closes when the membership ends (checked every ``MILLRACE_WS_KEY_CHECK_SECONDS``).
+
+Pausing is the stream's own flow control: a paused page stops acknowledging, so the
+server stops after ``window`` records and holds no more than that for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from control_plane.core.request_context import bind_tenant, bind_user
+from control_plane.streams.consumers import (
+    CLOSE_NOT_FOUND,
+    CLOSE_UNAUTHENTICATED,
+    FrameError,
+    StreamConsumer,
+)
+from control_plane.streams.kafka import Delegation
+from control_plane.tenancy.models import Membership, Role
+from data_plane.acl import Operation, ResourceType
+
+READS = (Operation.READ, Operation.DESCRIBE)
+
+
+@database_sync_to_async
+def _membership(user_id: int, tenant_slug: str) -> Membership | None:
+    return (
+        Membership.objects.select_related("tenant", "user")
+        .filter(user_id=user_id, tenant__slug=tenant_slug, user__is_active=True)
+        .first()
+    )
+
+
+class ConsoleTail(StreamConsumer):
+    role = ""
+
+    async def identify(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.fail(CLOSE_UNAUTHENTICATED, "unauthenticated", "sign in to the console")
+            return
+        membership = await _membership(user.pk, self.tenant_slug)
+        if membership is None:
+            # As on every console page: another tenant does not exist for this user.
+            await self.fail(CLOSE_NOT_FOUND, "not_found", f"tenant {self.tenant_slug!r} not found")
+            return
+        self.user_id = user.pk
+        bind_tenant(self.tenant_slug)
+        bind_user(user)
+        self.role = membership.role
+        self.who = Delegation.console(self.tenant_slug, user.pk)
+        self.tenant_id = membership.tenant_id
+        self.principal_name = f"{user.get_username()} ({membership.role})"
+        self.tasks.append(asyncio.create_task(self._watch_membership()))
+        await self.send_json(
+            {"type": "authenticated", "tenant": self.tenant_slug, "role": membership.role}
+        )
+
+    async def _watch_membership(self) -> None:
+        while True:
+            await asyncio.sleep(settings.MILLRACE_WS_KEY_CHECK_SECONDS)
+            membership = await _membership(self.user_id, self.tenant_slug)
+            if membership is None:
+                await self.fail(
+                    CLOSE_UNAUTHENTICATED, "membership_ended", "you are no longer a member"
+                )
+                return
+            self.role = membership.role
+
+    async def _may(self, operation: Operation, rtype: ResourceType, name: str) -> bool:
+        if rtype is not ResourceType.TOPIC:
+            return False
+        if operation in READS:
+            return True
+        return operation is Operation.WRITE and Role.at_least(self.role, Role.DEVELOPER)
+
+    async def subscribe(self, frame: dict[str, Any]) -> None:
+        if frame.get("group") is not None:
+            raise FrameError(
+                "bad_frame", "the console tails from positions; consumer groups are for API keys"
+            )
+        await super().subscribe(frame)

@@ -1,0 +1,336 @@
+"""The console in real headless Chromium (Debian's ``chromium``, driven by Playwright),
+served by a real daphne process next to a real broker, on this run's database.
+
+The tests run in order and share one signed-in owner of tenant A: sign in, create a
+topic, watch the live tail while records are produced, produce a test record and find it
+in the message browser, create a service account, a key and an ACL, ask the ACL checker,
+watch a consumer group's lag move and reset its offsets; then a member of tenant B signs
+in and sees none of it. Screenshots of the main pages go to ``CONSOLE_SCREENSHOTS`` (``make
+screenshots`` writes docs/images/console/, which docs/console.md shows) or a temporary
+directory.
+
+daphne reads the database from its own process, so what the tests write must be
+committed: users are made by the module's fixture (outside any test transaction) and lag
+samples in a thread of their own (:func:`committed`); the users are removed at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from django.db import connection
+
+from control_plane.streams.bench import start_web
+from control_plane.tenancy import services as tenancy_services
+from control_plane.tenancy.models import Role, Tenant
+from data_plane.broker.bench import stop_process
+from tests.broker.conftest import confluent_conf, free_port
+from tests.broker.test_groups import consumer
+from tests.conftest import SYSTEM, make_user
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="Debian's chromium is not installed (.ci/run installs it)",
+    ),
+    pytest.mark.django_db,
+]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TIMEOUT_MS = 20_000
+
+
+@pytest.fixture(scope="module")
+def world(kafka, django_db_blocker, tmp_path_factory):
+    """daphne on loopback, an owner of tenant A and a member of tenant B (committed)."""
+    suffix = uuid.uuid4().hex[:6]
+    with django_db_blocker.unblock():
+        alice = make_user(f"alice-{suffix}")
+        tenancy_services.add_member(
+            SYSTEM, Tenant.objects.get(slug=kafka.tenant_a), user=alice, role=Role.OWNER
+        )
+        bob = make_user(f"bob-{suffix}")
+        tenancy_services.add_member(
+            SYSTEM, Tenant.objects.get(slug=kafka.tenant_b), user=bob, role=Role.OWNER
+        )
+    port = free_port()
+    web = start_web(kafka.env, port, tmp_path_factory.mktemp("web") / "daphne.log")
+    shots = Path(os.environ.get("CONSOLE_SCREENSHOTS") or tmp_path_factory.mktemp("shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        yield {
+            "base": f"http://127.0.0.1:{port}",
+            "alice": alice,
+            "bob": bob,
+            "shots": shots,
+            "topic": f"orders-{suffix}",
+            "group": f"billing-{suffix}",
+            "account": f"pipeline-{suffix}",
+        }
+    finally:
+        stop_process(web, grace=20)
+        with django_db_blocker.unblock():
+            alice.delete()
+            bob.delete()
+
+
+@pytest.fixture(scope="module")
+def browser(world):
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread, which Django takes for an
+    # async context; the tests' ORM calls are still plain synchronous code.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as p:
+            chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            try:
+                yield chromium
+            finally:
+                chromium.close()
+    finally:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+def sign_in(browser, world, who: str, width: int = 1280):
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.goto(world["base"] + "/login/")
+    page.fill("#id_username", world[who].username)
+    page.fill("#id_password", f"{world[who].username}-pw-123!")
+    page.click("main form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/t/[a-z0-9-]+/$"))
+    return page
+
+
+@pytest.fixture(scope="module")
+def alice(browser, world):
+    page = sign_in(browser, world, "alice")
+    yield page
+    page.context.close()
+
+
+def shot(page, world, name: str) -> None:
+    page.screenshot(path=str(world["shots"] / f"{name}.png"), full_page=True)
+
+
+def committed(fn):
+    """Run ``fn`` on a database connection of its own (autocommit), outside the test's
+    transaction, so daphne sees what it writes."""
+    errors = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    if errors:
+        raise errors[0]
+
+
+def produce(kafka, topic: str, values: list[bytes], partition: int = 0) -> None:
+    producer = Producer(confluent_conf(kafka, kafka.admin_a))
+    for value in values:
+        producer.produce(topic, value=value, key=b"ext", partition=partition)
+    assert producer.flush(20) == 0
+
+
+def test_sign_in_and_create_a_topic(alice, world, kafka):
+    page = alice
+    assert page.locator("h1").inner_text() == "Acme"
+    page.click("nav.sidenav >> text=Topics")
+    page.click("text=Create topic")
+    page.fill("#id_name", world["topic"])
+    page.fill("#id_partitions", "2")
+    page.fill("input[name=retention_amount]", "3")
+    page.select_option("select[name=retention_unit]", "d")
+    page.click("main form button[type=submit]")
+    page.wait_for_url(re.compile(rf".*/topics/{world['topic']}/$"))
+    assert page.locator("h1").inner_text() == world["topic"]
+    assert page.locator("#partitions tbody tr").count() == 2
+    assert "3 d" in page.locator("dl.stats").inner_text()
+    # A name Kafka refuses: the API's message, on the field, nothing created.
+    page.goto(f"{world['base']}/t/{kafka.tenant_a}/create-topic/")
+    page.fill("#id_name", "bad name!")
+    page.click("main form button[type=submit]")
+    assert page.locator("#name-error").is_visible()
+    page.goto(f"{world['base']}/t/{kafka.tenant_a}/topics/")
+    assert page.locator("#topics tbody tr").count() >= 1
+    shot(page, world, "topics")
+
+
+def test_live_tail_and_message_browser(alice, world, kafka):
+    page = alice
+    topic = world["topic"]
+    page.goto(f"{world['base']}/t/{kafka.tenant_a}/topics/{topic}/messages/")
+    page.click("#tail-start")
+    page.wait_for_function("document.getElementById('tail-status').textContent.startsWith('Live')")
+    produce(kafka, topic, [b'{"order": 1}', b'{"order": 2}'])
+    page.wait_for_function("document.querySelectorAll('#tail-rows tbody tr').length >= 2")
+    assert '{"order": 2}' in page.locator("#tail-rows").inner_text()
+    # Paused: new records wait (the server stops after its window) until resumed.
+    page.click("#tail-pause")
+    produce(kafka, topic, [b'{"order": 3}'])
+    page.wait_for_function("document.getElementById('tail-status').textContent.includes('waiting')")
+    assert page.locator("#tail-rows tbody tr").count() == 2
+    page.click("#tail-pause")
+    page.wait_for_function("document.querySelectorAll('#tail-rows tbody tr').length == 3")
+    shot(page, world, "live-tail")
+
+    # A test record from the form, then found in the browser (pretty JSON) and in the live
+    # tail of another tab.
+    tail = page.context.new_page()
+    tail.goto(page.url)
+    tail.click("#tail-start")
+    tail.wait_for_function("document.getElementById('tail-status').textContent.startsWith('Live')")
+    page.fill("#id_produce_key", "from-console")
+    page.fill("#id_value", '{"hello": "browser", "n": 42}')
+    page.fill("#id_headers", "source: console")
+    page.select_option("#id_produce_partition", "1")
+    page.click("form.produce button[type=submit]")
+    page.wait_for_url(re.compile(r".*from=offset.*"))
+    assert "Produced to partition 1" in page.locator(".flash.success").inner_text()
+    rows = page.locator("#message-rows tbody")
+    assert '"hello": "browser"' in rows.inner_text()
+    assert "source" in rows.inner_text()
+    tail.wait_for_function(
+        "document.getElementById('tail-rows').textContent.includes('\"hello\": \"browser\"')"
+    )
+    assert "from-console" in tail.locator("#tail-rows").inner_text()
+    tail.close()
+    # Filter by key over every partition, newest first.
+    page.fill("#id_key", "ext")
+    page.select_option("#id_partition", "all")
+    page.select_option("#id_from", "newest")
+    page.click("#browse-form button[type=submit]")
+    page.wait_for_function("document.getElementById('scan-summary') !== null")
+    page.wait_for_function("document.querySelectorAll('#message-rows tbody tr').length == 3")
+    assert "Scanned" in page.locator("#scan-summary").inner_text()
+    shot(page, world, "messages")
+
+
+def test_service_account_key_acl_and_checker(alice, world, kafka):
+    page = alice
+    base = f"{world['base']}/t/{kafka.tenant_a}"
+    page.goto(base + "/create-service-account/")
+    page.fill("#id_name", world["account"])
+    page.click("main form button[type=submit]")
+    page.goto(base + "/create-api-key/")
+    page.select_option("#id_service_account", world["account"])
+    page.fill("#id_description", "the nightly pipeline")
+    page.click("main form button[type=submit]")
+    secret = page.locator("#api-key-secret").input_value()
+    assert len(secret) >= 20
+    assert page.locator("#copy-secret").is_visible()
+    shot(page, world, "api-key-created")
+    page.goto(base + "/api-keys/")
+    assert secret not in page.content()  # shown once
+    assert world["account"] in page.locator("main").inner_text()
+
+    page.goto(base + "/create-acl/")
+    page.select_option("#id_principal", f"User:{world['account']}")
+    page.select_option("#id_permission", "allow")
+    page.select_option("#id_operation", "read")
+    page.select_option("#id_resource_type", "topic")
+    page.select_option("#id_pattern_type", "prefixed")
+    page.fill("#id_resource_name", "orders-")
+    page.click("main form button[type=submit]")
+    page.goto(base + "/acls/")
+    assert "orders-" in page.locator("main").inner_text()
+    shot(page, world, "acls")
+
+    page.goto(base + "/acl-check/")
+    page.select_option("#id_principal", f"User:{world['account']}")
+    page.select_option("#id_operation", "read")
+    page.select_option("#id_resource_type", "topic")
+    page.fill("#id_resource_name", world["topic"])
+    page.click("main form button[type=submit]")
+    answer = page.locator("#acl-answer")
+    answer.locator(".verdict").wait_for()
+    assert "Allowed" in answer.inner_text() and "orders-" in answer.inner_text()
+    shot(page, world, "acl-check")
+    page.select_option("#id_operation", "write")
+    page.click("main form button[type=submit]")
+    page.wait_for_function("document.querySelector('#acl-answer').textContent.includes('Denied')")
+    assert "denied by default" in answer.inner_text()
+
+
+def test_consumer_group_lag_moves_and_offsets_reset(alice, world, kafka):
+    from control_plane.catalog import usage
+    from control_plane.groups import lag as group_lag
+
+    page = alice
+    topic, group = world["topic"], world["group"]
+    c = consumer(kafka, group)
+    c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    c.close()
+    committed(group_lag.sample_lag)
+    committed(usage.sample_topics)  # what the beat schedule does every minute
+    url = f"{world['base']}/t/{kafka.tenant_a}/groups/{group}/"
+    page.goto(url)
+    assert page.locator("#group-offsets td.lag").first.inner_text() == "2"  # 3 - 1
+    time.sleep(1.1)
+    produce(kafka, topic, [b'{"order": %d}' % i for i in range(4, 14)])
+    committed(group_lag.sample_lag)
+    committed(usage.sample_topics)
+    page.goto(url)
+    assert page.locator("#group-offsets td.lag").first.inner_text() == "12"  # the lag moved
+    page.locator(".chart canvas").first.wait_for()  # uPlot drew the lag history
+    shot(page, world, "consumer-group")
+    page.goto(f"{world['base']}/t/{kafka.tenant_a}/groups/")
+    assert group in page.locator("#groups").inner_text()
+
+    page.goto(url)
+    page.select_option("#id_to", "latest")
+    page.click("text=Preview reset")
+    assert "Nothing has changed yet" in page.locator("main").inner_text()
+    assert page.locator("#reset-plan tbody tr").count() == 1
+    shot(page, world, "reset-preview")
+    page.click("text=Confirm reset")
+    page.wait_for_url(url)
+    assert page.locator("#group-offsets td.lag").first.inner_text() == "0"
+
+    page.goto(f"{world['base']}/t/{kafka.tenant_a}/")
+    assert group in page.locator("#worst-groups").inner_text()
+    page.locator(".chart canvas").first.wait_for()  # the throughput chart
+    assert page.locator("#storage-used").inner_text() != "0 B"
+    shot(page, world, "overview")
+
+
+def test_a_member_of_tenant_b_sees_none_of_it(browser, world, kafka):
+    page = sign_in(browser, world, "bob", width=390)  # and on a phone-sized screen
+    try:
+        assert "acme" not in page.locator("header").inner_text().lower()
+        page.goto(f"{world['base']}/t/{kafka.tenant_b}/topics/")
+        assert world["topic"] not in page.content()
+        for path in ("", "topics/" + world["topic"] + "/", "groups/" + world["group"] + "/"):
+            response = page.goto(f"{world['base']}/t/{kafka.tenant_a}/{path}")
+            assert response.status == 404
+        page.goto(f"{world['base']}/t/{kafka.tenant_b}/api-keys/")
+        assert world["account"] not in page.content()
+        page.goto(f"{world['base']}/t/{kafka.tenant_b}/")
+        shot(page, world, "phone-overview")
+    finally:
+        page.context.close()
