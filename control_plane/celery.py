@@ -3,19 +3,56 @@
 Tasks are declared with explicit dotted names (``millrace.<app>.<verb>``) and take ids,
 never model instances. The broker is Redis with ``REDIS_URL`` and the filesystem
 transport without it (see settings).
+
+Workers and beat log through ``settings.LOGGING`` (JSON or plain, ``control_plane.logs``)
+instead of Celery's own format; a task's log lines carry its ``task_id`` and ``task``.
+Workers serve task metrics (``control_plane.celery_metrics``).
 """
 
 from __future__ import annotations
 
+import logging.config
 import os
+from typing import Any
 
-from celery import Celery
+import structlog
+from celery import Celery, signals
+
+from control_plane import celery_metrics  # noqa: F401 - connects the worker's metric signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "control_plane.settings")
 
 app = Celery("millrace")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.setup_logging.connect
+def _setup_logging(**_: Any) -> None:
+    """With a receiver here Celery leaves the root logger alone: ours formats everything."""
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+
+
+# Task id -> what binding it replaced (a task run eagerly inside a request keeps the
+# request's context afterwards).
+_bound: dict[str, Any] = {}
+
+
+@signals.task_prerun.connect
+def _bind_task(sender: Any = None, task_id: str | None = None, **_: Any) -> None:
+    if task_id:
+        _bound[task_id] = structlog.contextvars.bind_contextvars(
+            task_id=task_id, task=getattr(sender, "name", None)
+        )
+
+
+@signals.task_postrun.connect
+def _unbind_task(task_id: str | None = None, **_: Any) -> None:
+    tokens = _bound.pop(task_id, None) if task_id else None
+    if tokens:
+        structlog.contextvars.reset_contextvars(**tokens)
 
 
 def _lag_interval() -> float:
@@ -43,6 +80,10 @@ app.conf.beat_schedule = {
     },
     "sample-group-lag": {
         "task": "millrace.groups.sample_lag",
+        "schedule": _lag_interval(),
+    },
+    "sample-topics": {
+        "task": "millrace.catalog.sample_topics",
         "schedule": _lag_interval(),
     },
 }

@@ -25,6 +25,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from control_plane.env import envbool, envint, envlist, envpath, envsecret, envstr
+from control_plane.logs import LOG_FORMATS, logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -112,6 +113,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so every response (redirects and errors too) is counted and carries its
+    # X-Request-ID, and every log line of the request has the request's context.
+    "control_plane.core.request_context.RequestContextMiddleware",
+    "control_plane.metrics.MetricsMiddleware",
+    # Probes and scrapes name a pod IP as Host: answered before the host check (probes.py).
+    "control_plane.core.probes.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -279,6 +286,27 @@ MILLRACE_BROKER_PORT = envint("MILLRACE_BROKER_PORT", 9092, minimum=0)
 MILLRACE_BROKER_ADVERTISED_HOST = envstr("MILLRACE_BROKER_ADVERTISED_HOST")
 # Unauthenticated clients act as the `default` tenant: development only, never production.
 MILLRACE_BROKER_ALLOW_ANONYMOUS = envbool("MILLRACE_BROKER_ALLOW_ANONYMOUS", False)
+# Which broker this process is: a number, or "ordinal" for the number after the last "-"
+# of the host name plus one (a StatefulSet's pod millrace-broker-0 is broker 1).
+MILLRACE_BROKER_ID = envstr("MILLRACE_BROKER_ID", "1")
+# The advertised port: a number, or "N+id" (N plus the broker id; per-broker NodePorts).
+MILLRACE_BROKER_ADVERTISED_PORT = envstr("MILLRACE_BROKER_ADVERTISED_PORT")
+# /metrics, /healthz and /readyz of a broker: on in production (9644), off in development
+# unless set; "off" turns it off, 0 picks a free port.
+MILLRACE_BROKER_METRICS_HOST = envstr("MILLRACE_BROKER_METRICS_HOST")
+MILLRACE_BROKER_METRICS_PORT = envstr(
+    "MILLRACE_BROKER_METRICS_PORT", "9644" if PRODUCTION else "off"
+)
+# The SASL_SSL listener: off unless a port is set; PEM certificate chain and key files.
+MILLRACE_BROKER_TLS_PORT = envstr("MILLRACE_BROKER_TLS_PORT")
+MILLRACE_BROKER_TLS_CERT_FILE = envstr("MILLRACE_BROKER_TLS_CERT_FILE")
+MILLRACE_BROKER_TLS_KEY_FILE = envstr("MILLRACE_BROKER_TLS_KEY_FILE")
+MILLRACE_BROKER_TLS_ADVERTISED_HOST = envstr("MILLRACE_BROKER_TLS_ADVERTISED_HOST")
+MILLRACE_BROKER_TLS_ADVERTISED_PORT = envstr("MILLRACE_BROKER_TLS_ADVERTISED_PORT")
+# On SIGTERM a broker waits at most this long for its leaderships to move elsewhere.
+MILLRACE_CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS = envint(
+    "MILLRACE_CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS", 30, minimum=0
+)
 MILLRACE_AUDIT_RETENTION_DAYS = envint("MILLRACE_AUDIT_RETENTION_DAYS", 365, minimum=1)
 # Consumer groups, with Kafka's names and defaults (group.*, offsets.retention.minutes).
 MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS = envint(
@@ -398,11 +426,25 @@ if PRODUCTION:
 # Reverse proxies in front of the web tier that may set X-Forwarded-For (audit source IP).
 MILLRACE_TRUSTED_PROXIES = envint("MILLRACE_TRUSTED_PROXIES", 0, minimum=0)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
-}
+# --- operations: metrics and logs (docs: control_plane/metrics.py, control_plane/logs.py) --
+# /metrics of the web tier (Prometheus text format) answers requests carrying
+# "Authorization: Bearer <token>"; with no token set, only loopback clients.
+MILLRACE_METRICS_TOKEN = envsecret("MILLRACE_METRICS_TOKEN") or ""
+# The Celery worker's /metrics (task counts and durations); 0 turns it off. Prometheus
+# reaches it on the pod's address, so production binds every interface by default.
+MILLRACE_WORKER_METRICS_PORT = envint("MILLRACE_WORKER_METRICS_PORT", 9809, minimum=0)
+MILLRACE_WORKER_METRICS_HOST = envstr(
+    "MILLRACE_WORKER_METRICS_HOST",
+    "0.0.0.0" if PRODUCTION else "127.0.0.1",  # noqa: S104 - a scrape target in a pod
+)
+# Probes and scrapers talk plain HTTP to the pod inside the cluster: no redirect to https.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+
+# "json" (one object per line, for log collectors) or "plain" (readable); both carry the
+# request context (request_id, tenant, user_id) and redact secrets.
+MILLRACE_LOG_FORMAT = (envstr("MILLRACE_LOG_FORMAT") or ("json" if PRODUCTION else "plain")).lower()
+if MILLRACE_LOG_FORMAT not in LOG_FORMATS:
+    raise ImproperlyConfigured(
+        f"MILLRACE_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, got {MILLRACE_LOG_FORMAT!r}"
+    )
+LOGGING = logging_config(MILLRACE_LOG_FORMAT, level=envstr("LOG_LEVEL", "INFO"))

@@ -1,9 +1,10 @@
-"""Root URLs: console, admin API, API schema and docs, Django admin, health."""
+"""Root URLs: console, admin API, API schema and docs, Django admin, health, metrics."""
 
 from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from control_plane import metrics
 from control_plane.core import views as core_views
 
 urlpatterns = [
@@ -13,6 +14,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     re_path(r"^api/", core_views.api_not_found),
     path("healthz", core_views.healthz, name="healthz"),
+    path("readyz", core_views.readyz, name="readyz"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("", include("frontend.urls")),
 ]
 

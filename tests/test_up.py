@@ -87,7 +87,7 @@ def test_up_serves_console_runs_worker_and_stops_cleanly(tmp_path):
         ).encode()
         request = urllib.request.Request(f"{base}/login/", data=form, headers={"Referer": base})
         response = browser.open(request, timeout=10)
-        assert response.url.endswith("/t/default/topics/")
+        assert response.url.endswith("/t/default/")
         assert "No topics yet" in response.read().decode()
 
         # A task enqueued by another process reaches the worker through the data dir.

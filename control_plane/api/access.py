@@ -21,6 +21,7 @@ from control_plane.access.models import ApiKey
 from control_plane.access.services import authorize_key, tenant_bindings
 from control_plane.core.actor import Actor
 from control_plane.core.http import client_ip
+from control_plane.core.request_context import bind_tenant, bind_user
 from control_plane.tenancy.models import Membership, Role, Tenant
 from data_plane.acl import CLUSTER_RESOURCE_NAME, AclBinding, Operation, ResourceType
 
@@ -92,6 +93,8 @@ def resolve_access(request: Request, tenant_slug: str) -> Access:
         key = request.auth
         if key.tenant.slug != tenant_slug:
             raise exceptions.NotFound(f"tenant {tenant_slug!r} not found")
+        bind_tenant(key.tenant.slug)
+        bind_user(None, api_key=key)
         return Access(tenant=key.tenant, actor=Actor(api_key=key, source_ip=ip), api_key=key)
     membership = (
         Membership.objects.select_related("tenant")
@@ -100,6 +103,8 @@ def resolve_access(request: Request, tenant_slug: str) -> Access:
     )
     if membership is None:
         raise exceptions.NotFound(f"tenant {tenant_slug!r} not found")
+    bind_tenant(membership.tenant.slug)
+    bind_user(request.user)
     return Access(
         tenant=membership.tenant,
         actor=Actor(user=request.user, source_ip=ip),
@@ -110,5 +115,7 @@ def resolve_access(request: Request, tenant_slug: str) -> Access:
 def request_actor(request: Request) -> Actor:
     ip = client_ip(request._request)
     if isinstance(request.auth, ApiKey):
+        bind_user(None, api_key=request.auth)
         return Actor(api_key=request.auth, source_ip=ip)
+    bind_user(request.user)
     return Actor(user=request.user, source_ip=ip)

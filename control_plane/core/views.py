@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
@@ -9,13 +10,41 @@ from django.views.decorators.http import require_GET
 
 from control_plane.core.errors import error_body
 
+READY_KEY = "readyz"
+
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness plus a metadata-store round trip."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return JsonResponse({"status": "ok", "database": connection.vendor})
+    """Liveness: the process serves requests. It asks nothing else, so an outage of the
+    database or Redis makes the web tier unready (``readyz``), never restarted for it."""
+    return JsonResponse({"status": "ok"})
+
+
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: the metadata store and the cache (Redis in production) answer; 503 and
+    which failed otherwise (the exception's kind only: messages may name servers)."""
+    checks: dict[str, str] = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        checks["database"] = f"failed ({type(exc).__name__})"
+        if not connection.in_atomic_block:
+            connection.close()  # the next request connects afresh
+    try:
+        cache.set(READY_KEY, "1", timeout=10)
+        if cache.get(READY_KEY) != "1":
+            raise LookupError("the value written was not read back")
+        checks["cache"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        checks["cache"] = f"failed ({type(exc).__name__})"
+    ready = all(v == "ok" for v in checks.values())
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", "checks": checks},
+        status=200 if ready else 503,
+    )
 
 
 def api_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:

@@ -69,7 +69,7 @@ class Command(BaseCommand):
                 child.argv, env=child.env, start_new_session=True
             )
         url = f"http://{options['host']}:{options['port']}/"
-        ready = self._wait_ready(url + "healthz", children, lambda: stopping)
+        ready = self._wait_ready(url + "readyz", children, lambda: stopping)
         if ready:
             self._banner(url, boot)
         failed = None
