@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
-	bench-replication bench-streams chaos
+	bench-replication bench-streams bench-spark chaos screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ bench-replication: install
 bench-streams: install
 	$(PY) -m control_plane.streams.bench
 
+## Spark batch read of 1,000,000 records against the client alone (docs/performance.md).
+bench-spark: install
+	$(PY) -m data_plane.spark.bench
+
 ## Long fault-injection run (docs/reliability.md): CHAOS_FAULTS faults (default 100), CHAOS_SEED; Postgres.
 chaos: install
 	CHAOS_FAULTS=$(or $(CHAOS_FAULTS),100) $(VENV)/bin/pytest -p no:xdist tests/broker/test_chaos.py -x -s -k under_faults
@@ -61,3 +65,7 @@ format: install
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+
+## The console's browser suite, saving its screenshots where docs/console.md shows them.
+screenshots: install
+	CONSOLE_SCREENSHOTS=docs/images/console $(VENV)/bin/pytest -p no:xdist tests/browser -q
