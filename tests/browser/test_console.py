@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from django.db import connection
+from django.db import connection, connections
 
 from control_plane.streams.bench import start_web
 from control_plane.tenancy import services as tenancy_services
@@ -103,6 +103,10 @@ def browser(world):
                 yield chromium
             finally:
                 chromium.close()
+                # While Playwright's loop runs in this thread, Django keeps the thread's
+                # connection in context-local storage, apart from the one pytest-django
+                # closes; left open, it keeps the test database from being dropped.
+                connections.close_all()
     finally:
         os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
