@@ -221,3 +221,32 @@ def test_a_broker_whose_process_is_gone_is_fenced_before_its_lease_runs_out(tena
         alive.release()
     controller.controller_tick()
     assert Broker.objects.get(id=2).state == BrokerState.FENCED  # released: gone
+
+
+def test_the_only_broker_is_not_fenced_when_its_lease_lapses(tenant_a, caplog):
+    """`manage.py up` under load: a late heartbeat of the one broker must not take every
+    partition offline (there is nobody to hand leadership to)."""
+    brokers(1)
+    t = topic(tenant_a, rf=1)
+    set_row(t, replicas=[1], leader=1, isr=[1])
+    kill(1)
+    assert controller.controller_tick() == []
+    assert Broker.objects.get(id=1).state == BrokerState.RUNNING
+    assert state(t) == (1, 0, [1], 0)
+    assert "nothing is fenced" in caplog.text
+    assert list(Broker.objects.live(10).values_list("id", flat=True)) == [1]
+
+
+def test_when_every_lease_lapses_at_once_nothing_moves(tenant_a):
+    brokers(1, 2, 3)
+    t = topic(tenant_a)
+    set_row(t, replicas=[1, 2, 3], leader=1, isr=[1, 2, 3])
+    kill(1, 2, 3)
+    assert controller.controller_tick() == []
+    assert state(t) == (1, 0, [1, 2, 3], 0)
+    assert set(Broker.objects.values_list("state", flat=True)) == {BrokerState.RUNNING}
+    # As soon as one broker renews, the others' lapsed leases count again.
+    revive(2)
+    (change,) = controller.controller_tick()
+    assert (change.leader, change.isr) == (2, (2,))
+    assert Broker.objects.get(id=1).state == BrokerState.FENCED

@@ -9,7 +9,7 @@ brokers exist a partition has no replicas (``replicas == []``, ``leader is None`
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import models
 from django.utils import timezone
@@ -89,9 +89,24 @@ class BrokerState(models.TextChoices):
 
 class BrokerQuerySet(models.QuerySet["Broker"]):
     def live(self, lease_seconds: int = 10) -> BrokerQuerySet:
-        """Brokers whose heartbeat lease has not expired."""
-        cutoff = timezone.now() - timedelta(seconds=lease_seconds)
-        return self.filter(state=BrokerState.RUNNING, last_heartbeat__gte=cutoff)
+        """Running brokers whose heartbeat lease has not expired.
+
+        When no running broker has a fresh lease, every running broker counts as live: all
+        leases lapsing together says that the metadata store or the machine stalled (a
+        busy two-core host running every process), not that every broker died at once.
+        Treating them as gone would only take every partition offline, with no broker to
+        move leadership to; a broker whose process is really gone is still fenced by its
+        liveness lock (``core/liveness.py``) or comes back by registering again.
+        """
+        running = self.filter(state=BrokerState.RUNNING)
+        fresh = running.filter(last_heartbeat__gte=self.lease_cutoff(lease_seconds))
+        if fresh.exists() or not running.exists():
+            return fresh
+        return running
+
+    @staticmethod
+    def lease_cutoff(lease_seconds: int) -> datetime:
+        return timezone.now() - timedelta(seconds=lease_seconds)
 
 
 class Broker(models.Model):

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone
 
 from control_plane.audit.services import record_event
 from control_plane.catalog.models import Broker, BrokerState, Partition
@@ -178,12 +176,34 @@ def _audit_unclean(partition: Partition, leader: int | None) -> None:
     )
 
 
+_stalled = False
+
+
+def _note_stalled(stalled: bool) -> None:
+    """Log once when every running broker's lease has lapsed (and once when it ends)."""
+    global _stalled
+    if stalled and not _stalled:
+        logger.warning(
+            "no running broker renewed its lease in time; keeping them all (the store or "
+            "the machine is slow, or the only broker is paused): nothing is fenced"
+        )
+    elif _stalled and not stalled:
+        logger.info("broker leases are being renewed again")
+    _stalled = stalled
+
+
 def fence_expired_brokers() -> list[int]:
     """Mark brokers as fenced whose lease expired or whose process is gone (its liveness
     lock was released, see ``core/liveness.py``); returns their ids."""
-    cutoff = timezone.now() - timedelta(seconds=settings.MILLRACE_BROKER_LEASE_SECONDS)
+    lease = settings.MILLRACE_BROKER_LEASE_SECONDS
+    cutoff = Broker.objects.lease_cutoff(lease)
     running = Broker.objects.filter(state=BrokerState.RUNNING)
-    expired = list(running.filter(last_heartbeat__lt=cutoff).values_list("id", flat=True))
+    stale = set(running.filter(last_heartbeat__lt=cutoff).values_list("id", flat=True))
+    # Only brokers the cluster no longer counts as live: when every lease lapsed at once,
+    # all are still (``BrokerQuerySet.live``), and fencing them would leave no leader.
+    live = set(Broker.objects.live(lease).values_list("id", flat=True))
+    expired = sorted(stale - live)
+    _note_stalled(bool(stale & live))
     if expired:
         Broker.objects.filter(id__in=expired, last_heartbeat__lt=cutoff).update(
             state=BrokerState.FENCED

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from data_plane.broker import group_handlers, handlers
+from data_plane.broker.heartbeat import Heartbeat
 from data_plane.broker.metrics import BrokerMetrics, BrokerState, HealthServer
 from data_plane.broker.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
 from data_plane.broker.ports import MetadataStore
@@ -135,7 +136,7 @@ class Broker:
         self.metrics.info.labels(str(config.broker_id)).set(1)
         self.metrics.watch(self.gauge_state)
         self._tls_server: asyncio.base_events.Server | None = None
-        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._heartbeat = Heartbeat(self._renew_lease, config.heartbeat_seconds)
         self.tls_port: int | None = None
         self._health: HealthServer | None = None
         self._ready = False
@@ -183,9 +184,8 @@ class Broker:
             target=self._watch_metadata, name="metadata-watch", daemon=True
         )
         self._refresh_thread.start()
-        self._heartbeat_task = asyncio.create_task(self._heartbeats())
+        self._heartbeat.start()
         self._tasks = [
-            self._heartbeat_task,
             asyncio.create_task(self._sweep_revoked()),
             asyncio.create_task(self.replicas.shrink_isr_loop()),
             asyncio.create_task(self.replicas.checkpoint_loop()),
@@ -299,8 +299,8 @@ class Broker:
         leads (those whose only in-sync replica is this one).
         """
         self.shutting_down = True
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
+        # Joined, so that no renewal still in flight marks the broker running again.
+        await asyncio.to_thread(self._heartbeat.stop)
         deadline = time.monotonic() + self.config.controlled_shutdown_timeout_seconds
         outcome = "timed_out"
         failures = 0
@@ -354,6 +354,7 @@ class Broker:
                 await self.controlled_shutdown()
         self.shutting_down = True
         self._stopping.set()
+        await asyncio.to_thread(self._heartbeat.stop)
         if self._server is not None:
             self._server.close()
         if self._tls_server is not None:
@@ -559,13 +560,9 @@ class Broker:
 
     # --- background ------------------------------------------------------------------------
 
-    async def _heartbeats(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.heartbeat_seconds)
-            try:
-                await self.call_store(self.store.heartbeat, self.config.broker_id)
-            except Exception:
-                logger.warning("heartbeat failed", exc_info=True)
+    def _renew_lease(self) -> None:
+        """Called on the heartbeat thread (``heartbeat.py``), never on the event loop."""
+        self.store.heartbeat(self.config.broker_id)
 
     async def _sweep_revoked(self) -> None:
         """Close connections whose API key was revoked, expired or deleted."""
