@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
-	bench-replication bench-streams bench-spark chaos screenshots
+	bench-replication bench-streams bench-spark chaos soak screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ bench-streams: install
 ## Spark batch read of 1,000,000 records against the client alone (docs/performance.md).
 bench-spark: install
 	$(PY) -m data_plane.spark.bench
+
+## Soak (docs/reliability.md): manage.py up on embedded defaults for SOAK_SECONDS (default 1800)
+## beside CPU burners, with a steady producer and consumer; exits non-zero if anything broke.
+soak: install
+	$(PY) -m bench.soak --seconds $(or $(SOAK_SECONDS),1800) $(if $(SOAK_RATE),--rate $(SOAK_RATE),)
 
 ## Long fault-injection run (docs/reliability.md): CHAOS_FAULTS faults (default 100), CHAOS_SEED; Postgres.
 chaos: install

@@ -221,12 +221,14 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    # Celery's filesystem transport: a queue in a folder, shared by every local process.
+    # Celery's filesystem transport with atomic publishes (control_plane.core.celery_transport):
+    # a queue in a folder, shared by every local process.
     _celery_dir = DATA_DIR / "celery" / "queue"
     _celery_control_dir = DATA_DIR / "celery" / "control"
     _celery_dir.mkdir(parents=True, exist_ok=True)
     _celery_control_dir.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT = "control_plane.core.celery_transport:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_celery_dir),
         "data_folder_out": str(_celery_dir),

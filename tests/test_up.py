@@ -154,3 +154,108 @@ def test_second_up_does_not_print_the_password_again(tmp_path):
         env={**env, "DJANGO_SETTINGS_MODULE": "control_plane.settings"},
     )
     assert result.stdout.split() == ["True", "None", "True", "False"], result.stderr
+
+
+def _children_of(pid: int) -> dict[str, int]:
+    """{role: pid} of `up`'s children, read from /proc."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid != pid:
+            continue
+        words = [a.decode() for a in argv]
+        for role in ("worker", "beat", "broker", "daphne"):
+            if role in words[1:6]:
+                found["web" if role == "daphne" else role] = int(entry.name)
+    return found
+
+
+def _start_up(tmp_path, port, broker_port):
+    env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ENV_DROP}
+    env.update(MILLRACE_DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--port", str(port), "--broker-port", str(broker_port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return proc, env, Output(proc.stdout)
+
+
+def _stop_up(proc, out):
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=40)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert code == 0, out.text()[-3000:]
+    assert "Millrace stopped." in out.text()
+
+
+@pytest.mark.slow
+def test_a_child_that_dies_is_restarted_and_the_rest_keep_running(tmp_path):
+    proc, env, out = _start_up(tmp_path, free_port(), free_port())
+    try:
+        out.wait_for(r"Millrace is up", timeout=90)
+        out.wait_for(r"broker 1 ready", timeout=60)
+        children = {}
+        deadline = time.monotonic() + 30
+        while len(children) < 4 and time.monotonic() < deadline:
+            children = _children_of(proc.pid)
+            time.sleep(0.2)
+        assert set(children) == {"web", "worker", "beat", "broker"}, children
+        os.kill(children["worker"], signal.SIGKILL)
+        out.wait_for(r"worker exited with code -9; restarting it in 1 s \(restart 1\)", 30)
+        out.wait_for(r"worker restarted \(pid \d+\)", 30)
+        # The others were left alone, and the new worker takes tasks.
+        after = _children_of(proc.pid)
+        assert after["web"] == children["web"] and after["broker"] == children["broker"]
+        assert after["worker"] != children["worker"]
+        subprocess.run(
+            [
+                sys.executable,
+                "manage.py",
+                "shell",
+                "-c",
+                "from control_plane.audit.tasks import prune_audit_events; "
+                "prune_audit_events.delay()",
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=60,
+            capture_output=True,
+        )
+        out.wait_for(r"millrace\.audit\.prune_audit_events\[[^\]]+\] succeeded", timeout=60)
+        assert proc.poll() is None
+    finally:
+        _stop_up(proc, out)
+
+
+def test_up_refuses_a_port_another_program_holds(tmp_path):
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ENV_DROP}
+        env.update(MILLRACE_DATA_DIR=str(tmp_path / "data"))
+        result = subprocess.run(
+            [sys.executable, "manage.py", "up", "--port", str(taken), "--no-migrate"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode != 0
+    assert f"127.0.0.1:{taken} is already in use" in result.stderr
+    assert "Millrace is up" not in result.stdout

@@ -1,16 +1,21 @@
 """``manage.py up``: every Millrace process in one command, for a first run.
 
-Starts the web app (daphne on the ASGI app), the Celery worker and beat as child
-processes, creates the first admin and the ``default`` tenant (printing the admin's
+Starts the web app (daphne on the ASGI app), the Celery worker and beat, and a broker as
+child processes, creates the first admin and the ``default`` tenant (printing the admin's
 password once, when it is created), and on Ctrl-C or SIGTERM stops the children with
-SIGTERM, waiting for each to finish cleanly before exiting. If any child dies, the rest
-are stopped and ``up`` exits non-zero. Brokers join this list in Step 3.
+SIGTERM, waiting for each to finish cleanly before exiting.
+
+A child that dies is started again, after a pause that doubles with each quick failure
+(1 s up to 30 s; a child that ran for a minute starts over at 1 s), and both the exit
+and the restart are logged: one failing part no longer stops the others. The ports are
+checked before anything starts, so a readiness probe never reaches some other program.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +32,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from control_plane.core.bootstrap import ensure_first_admin
 
 STOP_TIMEOUT_SECONDS = 15
+MAX_RESTART_DELAY_SECONDS = 30.0
+STABLE_SECONDS = 60.0  # a child that ran this long has its backoff reset
 WEB_DATABASE_POOL_SIZE = os.environ.get("DATABASE_POOL_SIZE") or "20"
 
 
@@ -36,6 +43,10 @@ class Child:
     argv: list[str]
     env: dict[str, str] | None = None
     process: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    restart_at: float | None = None  # set while waiting to start it again
+    failures: int = 0  # quick failures in a row: the backoff's exponent
+    restarts: int = 0
 
 
 class Command(BaseCommand):
@@ -50,6 +61,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        self._check_ports_free(
+            [
+                (options["host"], options["port"], "--port"),
+                ("127.0.0.1", options["broker_port"], "--broker-port"),
+            ]
+        )
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
         boot = ensure_first_admin()
@@ -64,24 +81,69 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, request_stop)
         signal.signal(signal.SIGTERM, request_stop)
         for child in children:
-            # Own session: a terminal's Ctrl-C reaches only us, and we stop children in order.
-            child.process = subprocess.Popen(  # noqa: S603 - our own command lines
-                child.argv, env=child.env, start_new_session=True
-            )
+            self._start(child)
         url = f"http://{options['host']}:{options['port']}/"
-        ready = self._wait_ready(url + "readyz", children, lambda: stopping)
-        if ready:
+        web = children[0]
+        if self._wait_ready(url + "readyz", web, lambda: stopping):
             self._banner(url, boot)
-        failed = None
-        while not stopping and failed is None:
-            failed = next((c for c in children if c.process and c.process.poll() is not None), None)
+        while not stopping:
+            self._supervise(children)
             time.sleep(0.2)
         self._stop(children)
-        if failed is not None:
-            raise CommandError(
-                f"{failed.name} exited with code {failed.process.returncode}; stopped the rest"
-            )
         self.stdout.write("Millrace stopped.")
+
+    def _check_ports_free(self, ports: list[tuple[str, int, str]]) -> None:
+        for host, port, option in ports:
+            if port == 0:
+                continue
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((host, port))
+                except OSError as exc:
+                    raise CommandError(
+                        f"{host}:{port} is already in use ({exc.strerror}): another Millrace "
+                        f"or another program is listening there; stop it or choose another "
+                        f"port with {option}"
+                    ) from None
+
+    def _start(self, child: Child) -> None:
+        # Own session: a terminal's Ctrl-C reaches only us, and we stop children in order.
+        child.process = subprocess.Popen(  # noqa: S603 - our own command lines
+            child.argv, env=child.env, start_new_session=True
+        )
+        child.started = time.monotonic()
+        child.restart_at = None
+
+    def _supervise(self, children: list[Child]) -> None:
+        """Start again, with backoff, each child that has exited."""
+        now = time.monotonic()
+        for child in children:
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    self._start(child)
+                    assert child.process is not None
+                    self._log(f"{child.name} restarted (pid {child.process.pid})")
+                continue
+            code = child.process.poll() if child.process is not None else None
+            if code is None:
+                continue
+            if now - child.started >= STABLE_SECONDS:
+                child.failures = 0
+            child.failures += 1
+            delay = min(MAX_RESTART_DELAY_SECONDS, 2.0 ** (child.failures - 1))
+            child.restarts += 1
+            child.restart_at = now + delay
+            self._log(
+                f"{child.name} exited with code {code}; restarting it in {delay:g} s "
+                f"(restart {child.restarts})",
+                error=True,
+            )
+
+    def _log(self, message: str, error: bool = False) -> None:
+        stream = self.stderr if error else self.stdout
+        stream.write(f"millrace up: {message}")
+        stream.flush()
 
     def _children(self, host: str, port: int, broker_port: int) -> list[Child]:
         python = sys.executable
@@ -114,6 +176,11 @@ class Command(BaseCommand):
                     "worker",
                     "--pool=solo",
                     "--loglevel=INFO",
+                    # One local worker: no peers to gossip or synchronise with, and no
+                    # event traffic through the queue folder.
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
                     "-Q",
                     settings.CELERY_TASK_DEFAULT_QUEUE,
                     "--hostname",
@@ -152,14 +219,15 @@ class Command(BaseCommand):
             ),
         ]
 
-    def _wait_ready(self, url: str, children: list[Child], stopping: Any) -> bool:
+    def _wait_ready(self, url: str, web: Child, stopping: Any) -> bool:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not stopping():
-            if any(c.process and c.process.poll() is not None for c in children):
+            if web.process is None or web.process.poll() is not None:
                 return False
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
-                    if response.status == 200:
+                    # Ours: the ports were free before the web app started, and it still runs.
+                    if response.status == 200 and web.process.poll() is None:
                         return True
             except (urllib.error.URLError, OSError):
                 pass
