@@ -9,6 +9,7 @@ principal's tenant, so another tenant's topic is indistinguishable from a missin
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import time
 import uuid
@@ -33,7 +34,7 @@ from data_plane.log.partition import LogIOError, OffsetOutOfRange, PartitionLog
 from data_plane.log.producer_state import OutOfOrderSequence, ProducerFenced
 from data_plane.log.segment import FileSlice
 from data_plane.protocol.errors import ErrorCode
-from data_plane.protocol.messages import describe_log_dirs
+from data_plane.protocol.messages import describe_log_dirs, produce
 from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from data_plane.records.batch import InvalidRecordBatch
 from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
@@ -41,6 +42,8 @@ from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
 if TYPE_CHECKING:
     from data_plane.broker.replication import LeaderState
     from data_plane.broker.server import Broker
+
+logger = logging.getLogger("millrace.broker")
 
 E = ErrorCode
 T = ResourceType.TOPIC
@@ -208,7 +211,55 @@ def min_insync(topic: TopicInfo) -> int:
     return int(effective_configs(topic.configs)["min.insync.replicas"])
 
 
+class CloseConnection(Exception):
+    """A handler's answer is to close the connection (logged by the server with the reason)."""
+
+
+_unserved_logged: set[tuple[str, str, int]] = set()  # (host, client id, version), bounded
+
+
+def _unserved_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+    """Produce v0-2: advertised as Kafka 4 does, answered UNSUPPORTED_VERSION everywhere."""
+    seen = (ctx.host, ctx.client_id, ctx.version)
+    if seen not in _unserved_logged:
+        if len(_unserved_logged) >= 1024:
+            _unserved_logged.clear()
+        _unserved_logged.add(seen)
+        logger.info(
+            "client %r at %s sent Produce v%s (message format v0/v1); Produce v%s-%s is "
+            "served: answered UNSUPPORTED_VERSION",
+            ctx.client_id,
+            ctx.host,
+            ctx.version,
+            produce.SERVED_FROM,
+            produce.VALID[1],
+        )
+    if req["acks"] == 0:
+        # No response exists for acks=0; closing is how Kafka tells such a producer.
+        raise CloseConnection(f"Produce v{ctx.version} with acks=0 is not served")
+    return {
+        "responses": [
+            {
+                "name": t["name"],
+                "partition_responses": [
+                    {
+                        "index": p["index"],
+                        "error_code": E.UNSUPPORTED_VERSION,
+                        "base_offset": -1,
+                        "log_append_time_ms": -1,
+                    }
+                    for p in t["partition_data"]
+                ],
+            }
+            for t in req["topic_data"]
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
 async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | None:
+    if ctx.version < produce.SERVED_FROM:
+        return _unserved_produce(ctx, req)
     b = ctx.broker
     acks = req["acks"]
     results = []

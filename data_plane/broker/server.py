@@ -727,6 +727,9 @@ class Connection:
             try:
                 body = await handler(ctx, request.body)
                 self.broker.metrics.request_done(request.api.name, started, body)
+            except handlers.CloseConnection as exc:
+                logger.info("closing %s: %s", self.host, exc)
+                return False
             except Exception:
                 # A bug must not take the broker down: log it and drop this connection
                 # (the client reconnects and retries, as after any network error).

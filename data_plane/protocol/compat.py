@@ -34,8 +34,12 @@ FOOTER = """
   then int16 `error_code` 35 and an empty int32 array. After authentication the connection
   stays open (the request was well framed, only not served); before authentication the
   connection is closed after the answer. Clients that negotiate with ApiVersions never see it.
-- **Produce v0-2** (message formats v0 and v1) are not served; every client since Kafka 0.11
-  produces v2 record batches with Produce v3 or later, as Kafka 4 itself requires.
+- **Produce v0-2** (message formats v0 and v1) are advertised but not served, as in Kafka 4:
+  librdkafka before 2.11.1 (Debian's kcat among them) turns compression off unless the
+  broker's lowest Produce version is 0. Clients use the highest version both sides know
+  (v3 or later since Kafka 0.11), so they never send v0-2; a request that does is answered
+  with a Produce response of its version carrying `UNSUPPORTED_VERSION` (35) for every
+  partition (with acks=0, which has no response, the connection is closed), and logged.
 - **Frames** over `max_request_bytes` (or 512 KiB before authentication) and malformed
   frames close only their connection, with a log line.
 

@@ -122,7 +122,7 @@ def test_requests_before_authentication_are_refused(kafka):
     assert client.is_closed()
 
 
-@pytest.mark.parametrize("key,version", [(999, 0), (METADATA, 99), (PRODUCE, 2), (-1, 0)])
+@pytest.mark.parametrize("key,version", [(999, 0), (METADATA, 99), (PRODUCE, 10), (-1, 0)])
 def test_unknown_api_or_version_gets_unsupported_version(kafka, key, version):
     client = RawClient(kafka)
     client.login(kafka.admin_a)
@@ -132,6 +132,66 @@ def test_unknown_api_or_version_gets_unsupported_version(kafka, key, version):
     # The connection stays usable: the request was well framed, only not served.
     assert client.request(METADATA, 12, {"topics": None})["brokers"]
     client.close()
+
+
+def legacy_message_set(value: bytes) -> bytes:
+    """One message in format v1 (magic 1), as Produce v2 carried it: offset, size, crc,
+    magic, attributes, timestamp, key (null), value."""
+    import zlib
+
+    message = struct.pack(">bbqi", 1, 0, 1_700_000_000_000, -1) + struct.pack(">i", len(value))
+    message += value
+    message = struct.pack(">I", zlib.crc32(message)) + message
+    return struct.pack(">qi", 0, len(message)) + message
+
+
+def test_produce_v0_to_v2_are_advertised_and_answered_unsupported_per_partition(kafka):
+    """Kafka 4 advertises Produce v0 (librdkafka before 2.11.1 compresses only then) and
+    refuses v0-2; each partition gets UNSUPPORTED_VERSION, nothing is stored."""
+    name = topic_name("legacy")
+    confluent_create(kafka, kafka.admin_a, name, partitions=2)
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    ranges = {k["api_key"]: k for k in client.request(18, 3, {})["api_keys"]}
+    assert (ranges[PRODUCE]["min_version"], ranges[PRODUCE]["max_version"]) == (0, 9)
+    for version in (0, 1, 2):
+        body = {
+            "acks": 1,
+            "timeout_ms": 5000,
+            "topic_data": [
+                {
+                    "name": name,
+                    "partition_data": [
+                        {"index": i, "records": legacy_message_set(b"old")} for i in (0, 1)
+                    ],
+                }
+            ],
+        }
+        answer = client.request(PRODUCE, version, body)
+        [topic] = answer["responses"]
+        assert topic["name"] == name
+        assert [(p["index"], p["error_code"]) for p in topic["partition_responses"]] == [
+            (0, ErrorCode.UNSUPPORTED_VERSION),
+            (1, ErrorCode.UNSUPPORTED_VERSION),
+        ]
+    # The connection stays usable, and nothing was written.
+    good = RecordBatch(base_offset=0, records=(Record(0, 1, None, b"new"),)).encode()
+    assert produce(client, name, good)["base_offset"] == 0
+    client.close()
+    assert [m.value() for m in confluent_consume(kafka, kafka.admin_a, name, 2, 1)] == [b"new"]
+    # acks=0 has no response: the connection is closed instead, as Kafka does.
+    silent = RawClient(kafka)
+    silent.login(kafka.admin_a)
+    body = {
+        "acks": 0,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {"name": name, "partition_data": [{"index": 0, "records": legacy_message_set(b"x")}]}
+        ],
+    }
+    silent.send_request(PRODUCE, 0, body)
+    assert silent.is_closed()
+    assert_broker_healthy(kafka)
 
 
 def test_unknown_api_before_authentication_is_answered_then_closed(kafka):

@@ -1,4 +1,11 @@
-"""Produce (key 0): write record batches to partitions. Versions 3-9."""
+"""Produce (key 0): write record batches to partitions. Versions 0-9 advertised, 3-9 served.
+
+Versions 0-2 carry message formats v0 and v1, which Millrace does not store. They are
+advertised anyway, as Kafka 4 does (KAFKA-18659): librdkafka before 2.11.1 turns
+compression off unless the broker's lowest Produce version is 0. A client picks the
+highest version both sides know, so none of them sends v0-2; one that does is answered
+UNSUPPORTED_VERSION for every partition (``handlers.handle_produce``).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,8 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 
 KEY = 0
-VALID = (3, 9)
+VALID = (0, 9)
+SERVED_FROM = 3  # v0-2: advertised, answered UNSUPPORTED_VERSION
 FLEXIBLE = (9, None)
 
 REQUEST = message(
