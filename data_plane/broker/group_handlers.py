@@ -67,8 +67,11 @@ def _find(ctx: Context, key: str, key_type: int) -> dict[str, Any]:
         "error_message": None,
     }
     if key_type != COORDINATOR_KEY_GROUP:
-        out["error_code"] = E.COORDINATOR_NOT_AVAILABLE
-        out["error_message"] = "transactions are not supported"
+        # Not the retriable COORDINATOR_NOT_AVAILABLE: clients would look again until
+        # init_transactions() times out (10-30 s). This code is fatal to a transactional
+        # producer in librdkafka and the Java client, so it fails at once, saying why.
+        out["error_code"] = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        out["error_message"] = "transactions are not supported by this Millrace version"
         return out
     if not ctx.may(Operation.DESCRIBE, G, key):
         out["error_code"] = E.GROUP_AUTHORIZATION_FAILED

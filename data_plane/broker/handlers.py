@@ -37,7 +37,12 @@ from data_plane.protocol.errors import ErrorCode
 from data_plane.protocol.messages import describe_log_dirs, produce
 from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from data_plane.records.batch import InvalidRecordBatch
-from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
+from data_plane.topic_config import (
+    TOPIC_CONFIGS,
+    InvalidTopicName,
+    effective_configs,
+    validate_topic_name,
+)
 
 if TYPE_CHECKING:
     from data_plane.broker.replication import LeaderState
@@ -126,8 +131,9 @@ async def handle_metadata(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
             and req.get("allow_auto_topic_creation", True)
             and (ctx.may_cluster(Operation.CREATE) or ctx.may(Operation.CREATE, T, name))
         ):
-            created = created or await _auto_create(ctx, name)
-            topics.append(_topic_error(name, E.LEADER_NOT_AVAILABLE))
+            code = await _auto_create(ctx, name)
+            created = created or code == E.LEADER_NOT_AVAILABLE
+            topics.append(_topic_error(name, code))
             continue
         if topic is None:
             topics.append(_topic_error(name, E.UNKNOWN_TOPIC_OR_PARTITION))
@@ -147,7 +153,17 @@ async def handle_metadata(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _auto_create(ctx: Context, name: str) -> bool:
+async def _auto_create(ctx: Context, name: str) -> int:
+    """Create ``name`` for a Metadata request; the error code to answer for it.
+
+    LEADER_NOT_AVAILABLE (retriable) once created or when another request just created it;
+    INVALID_TOPIC_EXCEPTION for a name Kafka would refuse, as Kafka answers (a retriable
+    code would make producers retry until they time out); otherwise the refusal's code."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicName as exc:
+        logger.info("not auto-creating topic %r for %s: %s", name[:300], ctx.host, exc)
+        return E.INVALID_TOPIC_EXCEPTION
     try:
         await ctx.broker.call_store(
             ctx.broker.store.create_topic,
@@ -158,9 +174,12 @@ async def _auto_create(ctx: Context, name: str) -> bool:
             {},
             False,
         )
-    except AdminError:
-        return False
-    return True
+    except AdminError as exc:
+        if exc.error_code == E.TOPIC_ALREADY_EXISTS:
+            return E.LEADER_NOT_AVAILABLE
+        logger.info("auto-creating topic %r for %s refused: %s", name, ctx.host, exc.message)
+        return exc.error_code
+    return E.LEADER_NOT_AVAILABLE
 
 
 def _topic_error(name: str, code: int) -> dict[str, Any]:
@@ -205,6 +224,10 @@ def _topic_metadata(b: Broker, topic: TopicInfo) -> dict[str, Any]:
 
 
 # --- Produce ------------------------------------------------------------------------------
+
+
+# Refused batches whose cause has an error code of its own (the rest: CORRUPT_MESSAGE).
+_REFUSED_BATCH = {"too_large": E.MESSAGE_TOO_LARGE, "no_key": E.INVALID_RECORD}
 
 
 def min_insync(topic: TopicInfo) -> int:
@@ -275,6 +298,7 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
             total_bytes += len(records) if records is not None else 0
             code: int = E.NONE
             message, info, log = None, None, None
+            record_errors: list[dict[str, Any]] = []
             if acks not in (-1, 0, 1):
                 code = E.INVALID_REQUIRED_ACKS
             elif topic is None:
@@ -307,8 +331,12 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
                             ctx.principal.tenant_slug, topic.name, len(records), info.records
                         )
                 except InvalidRecordBatch as exc:
-                    code = E.MESSAGE_TOO_LARGE if exc.reason == "too_large" else E.CORRUPT_MESSAGE
+                    code = _REFUSED_BATCH.get(exc.reason, E.CORRUPT_MESSAGE)
                     message = str(exc)
+                    if exc.record_index is not None:
+                        record_errors = [
+                            {"batch_index": exc.record_index, "batch_index_error_message": message}
+                        ]
                 except ProducerFenced as exc:
                     code, message = E.INVALID_PRODUCER_EPOCH, str(exc)
                 except OutOfOrderSequence as exc:
@@ -321,7 +349,7 @@ async def handle_produce(ctx: Context, req: dict[str, Any]) -> dict[str, Any] | 
                 "base_offset": info.first_offset if info else -1,
                 "log_append_time_ms": info.log_append_time if info else -1,
                 "log_start_offset": log.log_start_offset if log is not None else -1,
-                "record_errors": [],
+                "record_errors": record_errors,
                 "error_message": message,
             }
             partitions.append(entry)
@@ -735,6 +763,11 @@ async def handle_delete_records(ctx: Context, req: dict[str, Any]) -> dict[str, 
             log, code = partition_log(ctx, topic, allowed, p["partition_index"])
             if log is None:
                 entry["error_code"] = code
+                continue
+            # Only -1 means "up to the high watermark" (Kafka's HIGH_WATERMARK); any other
+            # negative offset is out of range, as in Kafka.
+            if p["offset"] < -1:
+                entry["error_code"] = E.OFFSET_OUT_OF_RANGE
                 continue
             offset = p["offset"] if p["offset"] >= 0 else log.high_watermark
             try:

@@ -434,11 +434,26 @@ class PartitionLog:
                     f"{header.records_count} records but last offset delta "
                     f"{header.last_offset_delta}",
                 )
+            if assign_offsets and self.config.compact and not header.is_control:
+                self._require_keys(view[pos : pos + header.size])
             headers.append(header)
             pos += header.size
         if not headers:
             raise InvalidRecordBatch("truncated", "no record batch in the data")
         return headers
+
+    def _require_keys(self, batch: memoryview) -> None:
+        """A compacted log keeps the latest record per key, so a record without a key has
+        no meaning there: Kafka refuses the batch (INVALID_RECORD), and so do we. The
+        batch is decoded (decompressed) for this, as Kafka's validator does."""
+        for index, record in enumerate(RecordBatch.decode(batch).records):
+            if record.key is None:
+                raise InvalidRecordBatch(
+                    "no_key",
+                    f"compacted topic cannot accept a record without a key (record {index} "
+                    "of its batch)",
+                    record_index=index,
+                )
 
     def _maybe_roll(self, incoming: int, now: int) -> None:
         active = self.segments[-1]

@@ -43,6 +43,23 @@ FOOTER = """
 - **Frames** over `max_request_bytes` (or 512 KiB before authentication) and malformed
   frames close only their connection, with a log line.
 
+## Answers worth knowing
+
+- **Auto-creation** (Metadata with `allow_auto_topic_creation`) of a name Kafka would
+  refuse (characters outside `[a-zA-Z0-9._-]`, over 249 characters, `.`/`..`, a leading
+  `__`) answers `INVALID_TOPIC_EXCEPTION` (17), so a producer fails at once instead of
+  retrying until its message timeout. A refused creation (a tenant limit, say) answers
+  the refusal's code and is logged.
+- **Compacted topics** (`cleanup.policy` with `compact`) refuse a batch holding a record
+  without a key: `INVALID_RECORD` (87), with the record's index in `record_errors`
+  (Produce v8+). Nothing of the batch is stored; the next batch is accepted.
+- **DeleteRecords**: offset -1 means "up to the high watermark"; any other negative offset
+  answers `OFFSET_OUT_OF_RANGE` (1).
+- **Transactions** are not served yet: FindCoordinator for a transactional id answers
+  `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53), "transactions are not supported by this
+  Millrace version", which is fatal to a transactional producer, so `init_transactions()`
+  fails at once instead of after its timeout. Idempotent producers are served.
+
 ## Clients tested against every build
 
 The broker suite (`tests/broker`) runs these against real broker processes on loopback:

@@ -74,12 +74,15 @@ class InvalidRecordBatch(ValueError):
     """A batch that must not be stored; ``reason`` is a short machine-readable cause.
 
     Reasons: ``truncated``, ``bad_length``, ``bad_magic``, ``bad_crc``, ``bad_count``,
-    ``bad_record``, ``bad_compression``, ``too_large``.
+    ``bad_record``, ``bad_compression``, ``too_large``, and ``no_key`` (a record without a
+    key for a compacted log). ``record_index``, where set, is the position in its batch of
+    the record that caused the refusal (Kafka's ``batch_index`` in a Produce response).
     """
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, record_index: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.record_index = record_index
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def test_latest_value_per_key_survives_with_offsets_unchanged(tmp_path):
         latest[r.key] = (r.offset, r.value)
     assert latest == {k: (o, v) for k, (o, v) in write_latest(before).items()}
     assert log.log_end_offset == 60
-    assert log.append(batch(1)).first_offset == 60
+    assert log.append(batch(1, keys=[b"k"])).first_offset == 60
 
 
 def write_latest(records_by_offset):
@@ -154,3 +154,18 @@ def test_compact_and_delete_together(tmp_path):
     apply_retention(log, clock.now)
     assert all_records(log) == []
     assert log.log_start_offset == log.log_end_offset == 60
+
+
+def test_a_compacted_log_refuses_a_keyless_record_and_stores_nothing_of_its_batch(tmp_path):
+    from data_plane.records.batch import InvalidRecordBatch
+
+    log = open_log(tmp_path / "p", CONFIG, Clock(0))
+    log.append(batch(2, keys=[b"a", b"b"]))
+    try:
+        log.append(batch(3, keys=[b"a", None, b"c"]))
+    except InvalidRecordBatch as exc:
+        assert (exc.reason, exc.record_index) == ("no_key", 1)
+    else:
+        raise AssertionError("a keyless record was accepted by a compacted log")
+    assert log.log_end_offset == 2
+    assert log.append(batch(2, keys=[b"a", b"b"])).first_offset == 2  # still usable

@@ -11,8 +11,9 @@ DAY = 24 * 3600 * 1000
 
 def filled(path, clock, *, config, batches=60, ts_step=1000, start_ts=0):
     log = open_log(path, config, clock)
+    keys = [b"a", b"b"] if config.compact else None  # a compacted log takes only keyed records
     for i in range(batches):
-        log.append(batch(2, ts=start_ts + i * ts_step, size=40))
+        log.append(batch(2, ts=start_ts + i * ts_step, size=40, keys=keys))
     log.update_high_watermark(log.log_end_offset)
     return log
 

@@ -1,0 +1,133 @@
+"""What librdkafka's own integration suite found, reproduced with confluent-kafka and raw
+sockets: answers a client can act on instead of retrying until it times out."""
+
+from __future__ import annotations
+
+import pytest
+
+from data_plane.protocol.errors import ErrorCode
+from data_plane.records import Record, RecordBatch
+from tests.broker.conftest import confluent_conf
+from tests.broker.test_clients import confluent_consume, confluent_create, topic_name
+from tests.broker.test_wire import RawClient, produce
+
+pytestmark = pytest.mark.django_db
+
+METADATA, DELETE_RECORDS = 3, 21
+
+
+@pytest.mark.parametrize("name", ["bad$#!", "x" * 300, "..", "__internal"])
+def test_metadata_auto_create_of_an_invalid_name_is_invalid_topic(kafka, name):
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    body = {
+        "topics": [{"name": name}],
+        "allow_auto_topic_creation": True,
+        "include_topic_authorized_operations": False,
+    }
+    [topic] = client.request(METADATA, 12, body)["topics"]
+    assert topic["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+    # A valid name in the same way is created (retriable until its leader is known).
+    good = topic_name("auto")
+    body["topics"] = [{"name": good}]
+    [topic] = client.request(METADATA, 12, body)["topics"]
+    assert topic["error_code"] in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE)
+    client.close()
+
+
+def test_producer_to_an_invalid_topic_name_fails_instead_of_retrying(kafka):
+    from confluent_kafka import KafkaError, Producer
+
+    producer = Producer(confluent_conf(kafka, kafka.admin_a, **{"message.timeout.ms": 120_000}))
+    errors = []
+    producer.produce("bad$#!", b"v", on_delivery=lambda err, msg: errors.append(err))
+    # Bounded well below message.timeout.ms: before the fix the record waited for a
+    # leader (LEADER_NOT_AVAILABLE) until the message timeout.
+    assert producer.flush(60) == 0
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
+
+
+def test_a_keyless_record_on_a_compacted_topic_is_refused(kafka):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = topic_name("compact")
+    admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+    new = NewTopic(name, 1, 1, config={"cleanup.policy": "compact"})
+    admin.create_topics([new])[name].result(20)
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    mixed = RecordBatch(
+        base_offset=0,
+        records=(Record(0, 1, b"k", b"keyed"), Record(1, 1, None, b"keyless")),
+    ).encode()
+    answer = produce(client, name, mixed)
+    assert answer["error_code"] == ErrorCode.INVALID_RECORD
+    assert [e["batch_index"] for e in answer["record_errors"]] == [1]
+    assert "without a key" in answer["record_errors"][0]["batch_index_error_message"]
+    # Nothing of the batch was stored, and the next good batch is.
+    good = RecordBatch(base_offset=0, records=(Record(0, 1, b"k", b"ok"),)).encode()
+    assert produce(client, name, good)["base_offset"] == 0
+    client.close()
+    values = [m.value() for m in confluent_consume(kafka, kafka.admin_a, name, 1, 1)]
+    assert values == [b"ok"]
+
+
+def test_a_keyless_record_from_confluent_kafka_on_a_compacted_topic_fails(kafka):
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = topic_name("compact")
+    admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+    admin.create_topics([NewTopic(name, 1, 1, config={"cleanup.policy": "compact"})])[name].result(
+        20
+    )
+    producer = Producer(confluent_conf(kafka, kafka.admin_a))
+    results = []
+    producer.produce(name, value=b"no key", on_delivery=lambda err, msg: results.append(err))
+    assert producer.flush(60) == 0
+    # The whole batch is refused, as Kafka does; the producer goes on with the next one.
+    producer.produce(
+        name, key=b"k", value=b"keyed", on_delivery=lambda err, msg: results.append(err)
+    )
+    assert producer.flush(60) == 0
+    assert results[0] is not None and results[0].code() == KafkaError.INVALID_RECORD
+    assert results[1] is None
+
+
+@pytest.mark.parametrize(
+    ("offset", "code"),
+    [
+        (-2, ErrorCode.OFFSET_OUT_OF_RANGE),
+        (-7, ErrorCode.OFFSET_OUT_OF_RANGE),
+        (-1, ErrorCode.NONE),
+    ],
+)
+def test_delete_records_only_minus_one_means_the_high_watermark(kafka, offset, code):
+    name = topic_name("trim")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    batch = RecordBatch(base_offset=0, records=tuple(Record(i, 1, b"k", b"v") for i in range(5)))
+    assert produce(client, name, batch.encode())["error_code"] == ErrorCode.NONE
+    body = {
+        "topics": [{"name": name, "partitions": [{"partition_index": 0, "offset": offset}]}],
+        "timeout_ms": 5000,
+    }
+    [part] = client.request(DELETE_RECORDS, 2, body)["topics"][0]["partitions"]
+    assert part["error_code"] == code
+    client.close()
+    left = confluent_consume(kafka, kafka.admin_a, name, 1, 5, timeout=3)
+    assert len(left) == (0 if code == ErrorCode.NONE else 5)
+
+
+def test_init_transactions_fails_at_once_with_a_fatal_error(kafka):
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    producer = Producer(confluent_conf(kafka, kafka.admin_a, **{"transactional.id": "tx-1"}))
+    with pytest.raises(KafkaException) as failure:
+        # Bounded; before the fix the coordinator lookup was retried until this timeout
+        # and the error was a retriable timeout, not a fatal one.
+        producer.init_transactions(60)
+    error = failure.value.args[0]
+    assert error.code() != KafkaError._TIMED_OUT, error
+    assert error.fatal() or not error.retriable(), error
