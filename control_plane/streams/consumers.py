@@ -53,6 +53,7 @@ from control_plane.streams.kafka import (
     bootstrap_servers,
     client_options,
     error_info,
+    spoils_sequence,
     stop_quietly,
 )
 from data_plane.acl import Operation, ResourceType
@@ -694,7 +695,9 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             self.producing -= 1
             await self.send_json({"type": "error", "id": frame_id, **error_info(exc)})
             return
-        self.tasks.append(asyncio.create_task(self._produced(frame_id, future, stamp)))
+        self.tasks.append(
+            asyncio.create_task(self._produced(frame_id, future, stamp, self.producer))
+        )
         if len(self.tasks) > 2 * MAX_PRODUCE_IN_FLIGHT:
             self.tasks = [t for t in self.tasks if not t.done()]
 
@@ -717,7 +720,9 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             raise FrameError("unavailable", f"cannot reach the brokers: {exc}") from None
         self.producer = producer
 
-    async def _produced(self, frame_id: Any, future: Any, stamp: int) -> None:
+    async def _produced(
+        self, frame_id: Any, future: Any, stamp: int, producer: AIOKafkaProducer
+    ) -> None:
         try:
             meta = await future
             reply = {
@@ -730,6 +735,16 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
             }
         except Exception as exc:  # noqa: BLE001 - reported for this frame
             reply = {"type": "error", "id": frame_id, **error_info(exc)}
+            if spoils_sequence(exc) and self.producer is producer:
+                # The refused batch used sequence numbers the broker never took: a new
+                # producer (new id) for the next frame, or every later one would fail.
+                logger.warning(
+                    "replacing the socket's idempotent producer after %s: %s",
+                    reply["code"],
+                    exc,
+                )
+                self.producer = None
+                self.tasks.append(asyncio.create_task(stop_quietly(producer.stop())))
         finally:
             self.producing -= 1
         if not self.closed:

@@ -106,6 +106,18 @@ def error_info(exc: BaseException) -> dict[str, Any]:
     return {"code": "unknown", "message": str(exc) or type(exc).__name__, "retriable": False}
 
 
+def spoils_sequence(exc: BaseException) -> bool:
+    """Whether a batch's failure leaves an idempotent producer unusable for its partition.
+
+    aiokafka numbers each partition's batches as it sends them. When the broker refuses a
+    batch for good (a record too large, a keyless record on a compacted topic, ...), the
+    producer has used that batch's sequence numbers and the broker has not, so every
+    later batch to the partition is OUT_OF_ORDER_SEQUENCE_NUMBER. Kafka's Java client
+    bumps its epoch here; aiokafka does not, so such a producer is replaced by a new one
+    (a new producer id, sequences from 0)."""
+    return isinstance(exc, KafkaError) and not exc.retriable
+
+
 # --- the gateway loop ------------------------------------------------------------------------
 
 
@@ -144,6 +156,7 @@ class Gateway:
         self._sweep_task: asyncio.Task[None] | None = None
         self._producers: dict[tuple[str, str], _Pooled] = {}
         self._producer_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
         self.instances: dict[str, ConsumerInstance] = {}
 
     # -- running coroutines ---------------------------------------------------------------
@@ -212,6 +225,37 @@ class Gateway:
                 pooled = self._producers[pool_key] = _Pooled(producer)
             pooled.last_used = time.monotonic()
             return pooled.producer
+
+    def retire_producer(
+        self,
+        who: Delegation,
+        acks: str,
+        producer: AIOKafkaProducer,
+        exc: BaseException,
+        *,
+        topic: str,
+        partition: int,
+    ) -> None:
+        """Take ``producer`` out of the pool after ``exc`` spoiled its sequence numbers
+        (``spoils_sequence``): the next request gets a new producer. Its batches still in
+        flight finish (``stop`` flushes them); it is stopped in the background."""
+        pool_key = (who.username, acks)
+        pooled = self._producers.get(pool_key)
+        if pooled is None or pooled.producer is not producer:
+            return  # already replaced by a request that failed alongside this one
+        del self._producers[pool_key]
+        logger.warning(
+            "replacing the idempotent producer of %s (tenant %s) after %s on %s-%s: %s",
+            who.key_id,
+            who.tenant_slug,
+            error_info(exc)["code"],
+            topic,
+            partition,
+            exc,
+        )
+        task = asyncio.get_running_loop().create_task(stop_quietly(producer.stop()))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     # -- consumer instances ---------------------------------------------------------------
 

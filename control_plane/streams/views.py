@@ -37,6 +37,7 @@ from control_plane.streams.kafka import (
     gateway,
     kafka_error,
     readers,
+    spoils_sequence,
 )
 from control_plane.streams.models import ProduceReceipt
 from data_plane.acl import Operation, ResourceType
@@ -251,18 +252,23 @@ async def produce_records(
             }
     full += [(p, batch, members) for p, (batch, members) in open_batches.items()]
     sent = []
+    spoiled: tuple[BaseException, int] | None = None  # (error, partition)
     for partition, batch, members in full:
         try:
-            sent.append((await producer.send_batch(batch, topic, partition=partition), members))
+            sent.append(
+                (await producer.send_batch(batch, topic, partition=partition), partition, members)
+            )
         except Exception as exc:  # noqa: BLE001 - reported for these records
             for i, _ in members:
                 results[i] = {"error": error_info(exc)}
-    for future, members in sent:
+    for future, partition, members in sent:
         try:
             meta = await future
         except Exception as exc:  # noqa: BLE001 - reported for these records
             for i, _ in members:
                 results[i] = {"error": error_info(exc)}
+            if acks == "all" and spoils_sequence(exc):
+                spoiled = spoiled or (exc, partition)
             continue
         for i, relative in members:
             if meta is None:  # acks=0: sent, and nothing more is known
@@ -274,6 +280,10 @@ async def produce_records(
                 # LogAppendTime topics: the broker's time for the batch.
                 "timestamp": meta.timestamp if meta.timestamp_type == 1 else stamps[i],
             }
+    if spoiled is not None:
+        # A refused batch left the pooled idempotent producer's sequence numbers ahead of
+        # the broker's: replace it, or every later request to the partition would fail.
+        gateway.retire_producer(who, acks, producer, spoiled[0], topic=topic, partition=spoiled[1])
     return [
         r if r is not None else {"error": error_info(RuntimeError("not sent"))} for r in results
     ]
