@@ -298,7 +298,14 @@ class GroupSummarySerializer(serializers.Serializer):
     member_count = serializers.IntegerField()
     state_changed_at = serializers.DateTimeField()
     partition_count = serializers.IntegerField()
-    total_lag = serializers.IntegerField(allow_null=True, help_text="records, all partitions")
+    total_lag = serializers.IntegerField(
+        allow_null=True,
+        help_text="records, all partitions (assigned ones without a commit from the log start)",
+    )
+    uncommitted_partition_count = serializers.IntegerField(
+        help_text="assigned partitions without a committed offset, whose lag counts from the "
+        "log start"
+    )
     max_lag_seconds = serializers.FloatField(
         allow_null=True, help_text="age of the oldest record the group has yet to read"
     )
@@ -315,9 +322,18 @@ class GroupOffsetSerializer(serializers.Serializer):
     metadata = serializers.CharField(allow_null=True)
     log_start_offset = serializers.IntegerField(allow_null=True)
     log_end_offset = serializers.IntegerField(allow_null=True)
-    lag = serializers.IntegerField(allow_null=True, help_text="log end - committed, records")
+    lag = serializers.IntegerField(
+        allow_null=True,
+        help_text="log end - committed offset (or - log start, see lag_basis), records",
+    )
     lag_seconds = serializers.FloatField(
-        allow_null=True, help_text="now - timestamp of the record at the committed offset"
+        allow_null=True, help_text="now - timestamp of the next record the group will read"
+    )
+    lag_basis = serializers.ChoiceField(
+        choices=["committed", "log_start"],
+        allow_null=True,
+        help_text="what lag counts from: the committed offset, or the log start for a "
+        "partition assigned to a member that has not committed yet",
     )
     member_id = serializers.CharField(allow_null=True)
     client_id = serializers.CharField(allow_null=True)
@@ -382,10 +398,11 @@ class LagSampleSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     topic = serializers.CharField(source="topic.name")
     partition = serializers.IntegerField()
-    committed_offset = serializers.IntegerField()
+    committed_offset = serializers.IntegerField(allow_null=True)
     log_end_offset = serializers.IntegerField()
     lag = serializers.IntegerField()
     lag_seconds = serializers.FloatField(allow_null=True)
+    lag_basis = serializers.ChoiceField(choices=["committed", "log_start"])
 
 
 # --- audit, brokers, auth ----------------------------------------------------------------

@@ -5,10 +5,14 @@ log start/end offsets and record timestamps come from the brokers, asked through
 internal principal (``control_plane.core.brokers``). Lag follows Kafka's tools:
 
 * ``lag`` = log end offset (the high watermark: what consumers can read) - committed
-  offset, in records; None where the group has committed nothing.
+  offset, in records. A partition assigned to a member that has not committed yet counts
+  from the log start offset (``lag_basis`` "log_start"; "committed" otherwise): the
+  broker does not know the member's ``auto.offset.reset``, and a new group reading a
+  backlog starts there, so leaving such partitions out understated the lag of every
+  group that was still catching up. None where neither is known.
 * ``lag_seconds`` = how old the next record the group will read is: now - the timestamp
-  of the first record at the committed offset (0 when nothing is waiting). It uses the
-  records' own timestamps, so with CreateTime it is as right as the producers' clocks.
+  of the first record at that offset (0 when nothing is waiting). It uses the records'
+  own timestamps, so with CreateTime it is as right as the producers' clocks.
 
 If the brokers cannot be asked, the database's part is still served and ``offsets_error``
 says why the rest is missing.
@@ -25,6 +29,7 @@ from itertools import groupby
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from control_plane.catalog.models import Topic
@@ -79,7 +84,10 @@ def read_log_state(
     committed: dict[TopicPartition, int],
     *,
     with_start: bool = True,
+    from_start: Iterable[TopicPartition] = (),
 ) -> LogState:
+    """Log start and end of ``partitions``, and the timestamp of the next record to read:
+    at the committed offset, or at the log start for ``from_start`` (no commit yet)."""
     state = LogState()
     wanted = sorted(set(partitions))
     if not wanted:
@@ -93,8 +101,12 @@ def read_log_state(
         for tp, answer in client.list_offsets(dict.fromkeys(state.end, EARLIEST)).items():
             if answer.error == ErrorCode.NONE:
                 state.start[tp] = answer.offset
+    basis = dict(committed)
+    for tp in from_start:
+        if tp in state.start:
+            basis[tp] = state.start[tp]
     lagging = {
-        tp: offset for tp, offset in committed.items() if tp in state.end and offset < state.end[tp]
+        tp: offset for tp, offset in basis.items() if tp in state.end and offset < state.end[tp]
     }
     for tp, position in client.positions(lagging).items():
         state.next_timestamp[tp] = position.timestamp if position.error == ErrorCode.NONE else None
@@ -125,11 +137,14 @@ class Brokers:
         committed: dict[TopicPartition, int],
         *,
         with_start: bool = True,
+        from_start: Iterable[TopicPartition] = (),
     ) -> LogState:
         if self.client is None:
             return LogState(failure=self.failure)
         try:
-            return read_log_state(self.client, partitions, committed, with_start=with_start)
+            return read_log_state(
+                self.client, partitions, committed, with_start=with_start, from_start=from_start
+            )
         except KafkaClientError as exc:
             self.failure = f"the brokers could not be asked: {exc}"
             self.client.close()
@@ -205,13 +220,20 @@ def group_offsets(
     rows = {(r.topic.name, r.partition): r for r in _committed_rows(group, visible)}
     committed = {tp: r.offset for tp, r in rows.items()}
     partitions = set(rows) | set(owner)
-    state = brokers.log_state(partitions, committed) if partitions else LogState()
+    uncommitted = set(owner) - set(rows)  # assigned, nothing committed: from the log start
+    state = (
+        brokers.log_state(partitions, committed, from_start=uncommitted)
+        if partitions
+        else LogState()
+    )
     now_ms = int(time.time() * 1000)
     offsets = []
     for tp in sorted(partitions):
         row, member = rows.get(tp), owner.get(tp)
+        basis = "committed" if row is not None else "log_start"
+        position = row.offset if row is not None else state.start.get(tp)
         lag, lag_seconds = compute_lag(
-            committed.get(tp), state.end.get(tp), state.next_timestamp.get(tp), now_ms
+            position, state.end.get(tp), state.next_timestamp.get(tp), now_ms
         )
         offsets.append(
             {
@@ -224,6 +246,7 @@ def group_offsets(
                 "log_end_offset": state.end.get(tp),
                 "lag": lag,
                 "lag_seconds": lag_seconds,
+                "lag_basis": basis if lag is not None else None,
                 "member_id": None if member is None else member["member_id"],
                 "client_id": None if member is None else member["client_id"],
                 "host": None if member is None else member["host"],
@@ -246,6 +269,8 @@ def summary_fields(group: ConsumerGroup, offsets: list[dict[str, Any]]) -> dict[
         "state_changed_at": group.state_changed_at,
         "partition_count": len(offsets),
         "total_lag": sum(lags) if lags else None,
+        # Partitions whose lag counts from the log start: assigned, nothing committed yet.
+        "uncommitted_partition_count": sum(1 for o in offsets if o["lag_basis"] == "log_start"),
         "max_lag_seconds": max(seconds) if seconds else None,
     }
 
@@ -372,7 +397,8 @@ def plan_reset(
 
 
 def sample_lag() -> int:
-    """Record one lag sample per partition of every group with committed offsets.
+    """Record one lag sample per partition of every group with committed offsets or
+    members (whose assigned partitions without a commit count from the log start).
 
     Returns the number of samples written. Samples older than
     ``MILLRACE_LAG_HISTORY_HOURS`` are removed, so the series stays bounded.
@@ -380,7 +406,7 @@ def sample_lag() -> int:
     now = timezone.now()
     written = 0
     groups = (
-        ConsumerGroup.objects.filter(offsets__isnull=False)
+        ConsumerGroup.objects.filter(Q(offsets__isnull=False) | ~Q(members=[]))
         .distinct()
         .select_related("tenant")
         .order_by("tenant_id", "group_id")
@@ -399,6 +425,7 @@ def sample_lag() -> int:
                         partition=o["partition"],
                         at=now,
                         committed_offset=o["committed_offset"],
+                        lag_basis=o["lag_basis"],
                         log_end_offset=o["log_end_offset"],
                         lag=o["lag"],
                         lag_seconds=o["lag_seconds"],

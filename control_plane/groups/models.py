@@ -82,10 +82,16 @@ class LagSample(models.Model):
     topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="+")
     partition = models.PositiveIntegerField()
     at = models.DateTimeField(default=timezone.now, db_index=True)
-    committed_offset = models.BigIntegerField()
+    # None, with lag_basis "log_start", for a partition assigned but not yet committed.
+    committed_offset = models.BigIntegerField(null=True, blank=True)
     log_end_offset = models.BigIntegerField()
     lag = models.BigIntegerField()
     lag_seconds = models.FloatField(null=True, blank=True)
+    lag_basis = models.CharField(
+        max_length=16,
+        choices=[("committed", "committed offset"), ("log_start", "log start (no commit yet)")],
+        default="committed",
+    )
 
     class Meta:
         ordering = ["group", "topic", "partition", "at"]
