@@ -278,6 +278,9 @@ MILLRACE_DEFAULT_TENANT_LIMITS = {
 # bound it. New topics default to min(default, live brokers).
 MILLRACE_MAX_REPLICATION_FACTOR = envint("MILLRACE_MAX_REPLICATION_FACTOR", 3, minimum=1)
 MILLRACE_DEFAULT_REPLICATION_FACTOR = envint("MILLRACE_DEFAULT_REPLICATION_FACTOR", 3, minimum=1)
+# Partitions of a topic created without a count (auto-creation, CreateTopics with -1):
+# Kafka's num.partitions. A tenant's own setting (Tenant.default_partitions) wins.
+MILLRACE_DEFAULT_PARTITIONS = envint("MILLRACE_DEFAULT_PARTITIONS", 1, minimum=1)
 # A broker that has not renewed its lease for this long is fenced and loses its
 # leaderships (brokers renew every quarter of it); this bounds failover after a crash.
 MILLRACE_BROKER_LEASE_SECONDS = envint("MILLRACE_BROKER_LEASE_SECONDS", 3, minimum=1)

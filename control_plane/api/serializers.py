@@ -31,6 +31,7 @@ class TenantSerializer(serializers.ModelSerializer):
             "max_storage_bytes",
             "produce_byte_rate",
             "fetch_byte_rate",
+            "default_partitions",
             "created_at",
             "role",
             "partitions_in_use",
@@ -50,6 +51,13 @@ class TenantLimitsMixin(serializers.Serializer):
     max_storage_bytes = serializers.IntegerField(min_value=1, required=False)
     produce_byte_rate = serializers.IntegerField(min_value=1, required=False)
     fetch_byte_rate = serializers.IntegerField(min_value=1, required=False)
+    default_partitions = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        allow_null=True,
+        help_text="partitions of topics created without a count (Kafka's num.partitions); "
+        "null: the deployment's MILLRACE_DEFAULT_PARTITIONS",
+    )
 
 
 class TenantCreateSerializer(TenantLimitsMixin):

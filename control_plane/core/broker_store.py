@@ -101,6 +101,7 @@ class DjangoMetadataStore:
                     t.fetch_byte_rate,
                     t.max_partitions,
                     t.max_storage_bytes,
+                    t.default_partitions,
                 )
                 for t in Tenant.objects.all()
             }

@@ -52,6 +52,11 @@ class Tenant(models.Model):
     fetch_byte_rate = models.PositiveBigIntegerField(
         default=default_fetch_byte_rate, validators=[MinValueValidator(1)]
     )
+    # Partitions of topics created without a count (Kafka's num.partitions); None: the
+    # deployment's MILLRACE_DEFAULT_PARTITIONS.
+    default_partitions = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -14,7 +14,14 @@ from control_plane.core.actor import Actor
 from control_plane.core.errors import AlreadyExists, InvalidInput, NotPermitted
 from control_plane.tenancy.models import SLUG_VALIDATOR, Membership, Role, Tenant
 
-LIMIT_FIELDS = ("max_partitions", "max_storage_bytes", "produce_byte_rate", "fetch_byte_rate")
+LIMIT_FIELDS = (
+    "max_partitions",
+    "max_storage_bytes",
+    "produce_byte_rate",
+    "fetch_byte_rate",
+    "default_partitions",
+)
+NULLABLE_LIMITS = {"default_partitions"}  # None: the deployment's default
 
 
 def tenant_snapshot(tenant: Tenant) -> dict[str, Any]:
@@ -37,12 +44,21 @@ def role_of(user: AbstractBaseUser | None, tenant: Tenant) -> str | None:
     return membership.role if membership else None
 
 
-def _check_limits(limits: dict[str, int]) -> None:
+def _check_limits(limits: dict[str, int | None], tenant: Tenant | None = None) -> None:
     for field, value in limits.items():
         if field not in LIMIT_FIELDS:
             raise InvalidInput(f"unknown limit {field!r}", field=field)
+        if value is None and field in NULLABLE_LIMITS:
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidInput(f"{field} must be a positive integer", field=field)
+    ceiling = limits.get("max_partitions") or (tenant.max_partitions if tenant else None)
+    wanted = limits.get("default_partitions")
+    if wanted is not None and ceiling is not None and wanted > ceiling:
+        raise InvalidInput(
+            f"default_partitions ({wanted}) cannot exceed max_partitions ({ceiling})",
+            field="default_partitions",
+        )
 
 
 @transaction.atomic
@@ -52,7 +68,7 @@ def create_tenant(
     slug: str,
     name: str,
     owner: AbstractBaseUser | None = None,
-    limits: dict[str, int] | None = None,
+    limits: dict[str, int | None] | None = None,
 ) -> Tenant:
     """Create a tenant (operators only); ``owner`` becomes its first owner."""
     if actor.api_key is not None or (actor.user is not None and not actor.is_staff):
@@ -88,7 +104,11 @@ def create_tenant(
 
 @transaction.atomic
 def update_tenant(
-    actor: Actor, tenant: Tenant, *, name: str | None = None, limits: dict[str, int] | None = None
+    actor: Actor,
+    tenant: Tenant,
+    *,
+    name: str | None = None,
+    limits: dict[str, int | None] | None = None,
 ) -> Tenant:
     """Rename (owners) or change limits (operators only)."""
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
@@ -96,7 +116,7 @@ def update_tenant(
     if limits:
         if not actor.is_staff:
             raise NotPermitted("only operators (staff) can change tenant limits")
-        _check_limits(limits)
+        _check_limits(limits, tenant)
         for field, value in limits.items():
             setattr(tenant, field, value)
     if name is not None:

@@ -169,7 +169,7 @@ async def _auto_create(ctx: Context, name: str) -> int:
             ctx.broker.store.create_topic,
             ctx.principal,
             name,
-            ctx.broker.config.default_partitions,
+            ctx.broker.default_partitions(ctx.principal.tenant_id),
             None,
             {},
             False,
@@ -665,7 +665,11 @@ async def handle_create_topics(ctx: Context, req: dict[str, Any]) -> dict[str, A
             entry["error_code"] = E.INVALID_REQUEST
             entry["error_message"] = "manual replica assignment is not supported"
             continue
-        partitions = t["num_partitions"] if t["num_partitions"] > 0 else b.config.default_partitions
+        partitions = (
+            t["num_partitions"]
+            if t["num_partitions"] > 0
+            else b.default_partitions(ctx.principal.tenant_id)
+        )
         rf = t["replication_factor"] if t["replication_factor"] > 0 else None
         configs = {c["name"]: c["value"] for c in t.get("configs", [])}
         try:

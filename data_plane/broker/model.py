@@ -67,6 +67,7 @@ class TenantInfo:
     fetch_byte_rate: int
     max_partitions: int
     max_storage_bytes: int
+    default_partitions: int | None = None  # num.partitions; None: the broker's default
 
 
 @dataclass(frozen=True)

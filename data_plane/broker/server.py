@@ -552,6 +552,14 @@ class Broker:
         tenant = self.snapshot.tenants.get(tenant_id)
         return tenant is not None and self._storage.get(tenant_id, 0) >= tenant.max_storage_bytes
 
+    def default_partitions(self, tenant_id: int) -> int:
+        """Partitions of a topic created without a count (Kafka's num.partitions): the
+        tenant's own setting, else this deployment's."""
+        tenant = self.snapshot.tenants.get(tenant_id)
+        if tenant is not None and tenant.default_partitions:
+            return tenant.default_partitions
+        return self.config.default_partitions
+
     def tenant_rate(self, tenant_id: int, direction: str) -> int:
         tenant = self.snapshot.tenants.get(tenant_id)
         if tenant is None:

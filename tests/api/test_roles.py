@@ -125,6 +125,25 @@ def test_only_owner_renames_and_only_staff_changes_limits(world, operator, tenan
     assert response.status_code == 200 and response.json()["max_partitions"] == 5
 
 
+def test_operators_set_a_tenants_num_partitions(world, operator, tenant_a):
+    op = session_client(operator)
+    assert (
+        session_client(world["owner"])
+        .patch(f"{T}/", {"default_partitions": 3}, format="json")
+        .status_code
+        == 403
+    )
+    response = op.patch(f"{T}/", {"default_partitions": 3}, format="json")
+    assert response.status_code == 200 and response.json()["default_partitions"] == 3
+    too_many = op.patch(f"{T}/", {"default_partitions": tenant_a.max_partitions + 1}, format="json")
+    assert too_many.status_code == 400
+    assert "default_partitions" in too_many.json()["error"]["details"]
+    tenant_a.refresh_from_db()
+    assert tenant_a.default_partitions == 3  # the refused change left nothing behind
+    response = op.patch(f"{T}/", {"default_partitions": None}, format="json")
+    assert response.status_code == 200 and response.json()["default_partitions"] is None
+
+
 def test_tenant_patch_by_non_owner_is_refused_and_noop_writes_nothing(world, operator):
     from control_plane.audit.models import AuditEvent
 

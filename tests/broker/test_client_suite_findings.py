@@ -131,3 +131,39 @@ def test_init_transactions_fails_at_once_with_a_fatal_error(kafka):
     error = failure.value.args[0]
     assert error.code() != KafkaError._TIMED_OUT, error
     assert error.fatal() or not error.retriable(), error
+
+
+def test_auto_created_topics_take_the_tenants_num_partitions(kafka, django_db_blocker):
+    import time
+
+    from control_plane.catalog.models import Topic
+    from control_plane.tenancy.models import Tenant
+    from tests.broker.test_lifecycle import committed
+
+    def auto_create(name):
+        client = RawClient(kafka)
+        client.login(kafka.admin_b)
+        body = {
+            "topics": [{"name": name}],
+            "allow_auto_topic_creation": True,
+            "include_topic_authorized_operations": False,
+        }
+        client.request(METADATA, 12, body)
+        client.close()
+        return committed(django_db_blocker, lambda: Topic.objects.get(name=name).partitions.count())
+
+    def set_default(value):
+        committed(
+            django_db_blocker,
+            lambda: Tenant.objects.filter(slug=kafka.tenant_b).update(default_partitions=value),
+        )
+        time.sleep(1.5)  # the new setting reaches the broker's snapshot
+
+    # The deployment's default (MILLRACE_DEFAULT_PARTITIONS, 1 unless set).
+    assert auto_create(topic_name("auto")) == 1
+    set_default(3)
+    try:
+        assert auto_create(topic_name("auto")) == 3
+    finally:
+        set_default(None)
+    assert auto_create(topic_name("auto")) == 1

@@ -88,6 +88,7 @@ class Command(BaseCommand):
             raise CommandError("--tls-port needs --tls-cert-file and --tls-key-file")
         config = BrokerConfig(
             broker_id=broker_id,
+            default_partitions=settings.MILLRACE_DEFAULT_PARTITIONS,
             host=options["host"],
             port=options["port"],
             advertised_host=_with_id(options["advertised_host"], broker_id),
