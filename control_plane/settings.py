@@ -76,14 +76,27 @@ if PRODUCTION:
 SECRET_KEY = _secret or _development_secret_key()
 # What Millrace's own services prove to its brokers (data_plane.internal_auth); every web,
 # worker and broker process of a deployment must share it (or share SECRET_KEY).
+# It authenticates the principals that act for every tenant, so production holds it to the
+# same rules as SECRET_KEY: a guessable one would be guessed online.
+_internal_secret = envsecret("MILLRACE_INTERNAL_SECRET")
+if PRODUCTION and _internal_secret and _is_insecure_secret(_internal_secret):
+    raise ImproperlyConfigured(
+        "MILLRACE_INTERNAL_SECRET is insecure: use at least 50 random characters, or leave "
+        "it unset to derive it from SECRET_KEY"
+    )
 MILLRACE_INTERNAL_SECRET = (
-    envsecret("MILLRACE_INTERNAL_SECRET")
+    _internal_secret
     or hmac.new(SECRET_KEY.encode(), b"millrace internal secret", hashlib.sha256).hexdigest()
 )
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
 if PRODUCTION and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS is required in production")
+if PRODUCTION and "*" in ALLOWED_HOSTS:
+    raise ImproperlyConfigured(
+        "ALLOWED_HOSTS must name the hosts Millrace is served on; '*' accepts any Host "
+        "header (host-header poisoning of password-reset and absolute links)"
+    )
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [

@@ -120,6 +120,10 @@ def test_secret_key_file_is_accepted(tmp_path):
         ({"SECRET_KEY": "django-insecure-" + "x" * 60}, "SECRET_KEY is insecure"),
         ({"DEBUG": "true"}, "DEBUG must be off"),
         ({"ALLOWED_HOSTS": ""}, "ALLOWED_HOSTS is required"),
+        ({"ALLOWED_HOSTS": "*"}, "ALLOWED_HOSTS must name the hosts"),
+        ({"ALLOWED_HOSTS": "millrace.example.com,*"}, "ALLOWED_HOSTS must name the hosts"),
+        ({"MILLRACE_INTERNAL_SECRET": "a"}, "MILLRACE_INTERNAL_SECRET is insecure"),
+        ({"MILLRACE_INTERNAL_SECRET": "ab" * 40}, "MILLRACE_INTERNAL_SECRET is insecure"),
         ({"MILLRACE_ENV": "staging"}, "MILLRACE_ENV must be"),
     ],
 )
