@@ -122,6 +122,11 @@ class BrokerMetrics:
             ["listener"],
             registry=r,
         )
+        self.connections_refused = Counter(
+            "millrace_broker_connections_refused",
+            "Connections closed at once: max.connections.per.ip reached",
+            registry=r,
+        )
         self.authentication_failures = Counter(
             "millrace_broker_authentication_failures",
             "SASL authentications that failed",

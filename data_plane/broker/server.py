@@ -34,6 +34,7 @@ import threading
 import time
 import uuid
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from typing import Any, TypeVar
 
 from data_plane.broker import group_handlers, handlers
 from data_plane.broker.heartbeat import Heartbeat
+from data_plane.broker.limits import FailureDelays
 from data_plane.broker.metrics import BrokerMetrics, BrokerState, HealthServer
 from data_plane.broker.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
 from data_plane.broker.ports import MetadataStore
@@ -69,7 +71,6 @@ T = TypeVar("T")
 
 PRE_AUTH_MAX_BYTES = 512 * 1024
 PRODUCER_ID_BLOCK = 1000
-FAILED_AUTH_DELAY_SECONDS = 0.1
 PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 
 
@@ -106,6 +107,15 @@ class BrokerConfig:
     tls_advertised_port: int | None = None
     # How long a SIGTERM waits for the controller to move this broker's leaderships.
     controlled_shutdown_timeout_seconds: float = 30.0
+    # Connection limits. A connection must finish SASL within auth_timeout_seconds (Kafka
+    # closes unauthenticated ones after about 10 s); any connection that sends nothing
+    # for idle_timeout_seconds is closed (Kafka's connections.max.idle.ms, 10 min); one
+    # address may hold max_connections_per_ip (Kafka's max.connections.per.ip) and one
+    # tenant max_connections_per_tenant. 0 turns a limit off.
+    auth_timeout_seconds: float = 10.0
+    idle_timeout_seconds: float = 600.0
+    max_connections_per_ip: int = 1000
+    max_connections_per_tenant: int = 10_000
 
 
 class Broker:
@@ -122,6 +132,10 @@ class Broker:
         self.appended = Waiters()
         self.hw_moved = Waiters()
         self._connections: set[Connection] = set()
+        self._per_ip: Counter[str] = Counter()
+        self._per_tenant: Counter[int] = Counter()
+        self._auth_failures = FailureDelays()
+        self._refusals_logged: dict[tuple[str, str], float] = {}
         self._stopping = threading.Event()
         self._refresh_thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -595,13 +609,44 @@ class Broker:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tls: bool = False
     ) -> None:
         conn = Connection(self, reader, writer, tls=tls)
+        limit = self.config.max_connections_per_ip
+        if limit and self._per_ip[conn.host] >= limit:
+            self._refuse_connection(conn, f"{limit} connections from this address already")
+            return
         self.metrics.connections_created.labels("tls" if tls else "plain").inc()
         conn.task = asyncio.current_task()
         self._connections.add(conn)
+        self._per_ip[conn.host] += 1
         try:
             await conn.run()
         finally:
             self._connections.discard(conn)
+            self._per_ip[conn.host] -= 1
+            if self._per_ip[conn.host] <= 0:
+                del self._per_ip[conn.host]
+            if conn.counted_tenant is not None:
+                self._per_tenant[conn.counted_tenant] -= 1
+
+    def _refuse_connection(self, conn: Connection, why: str) -> None:
+        key = ("ip", conn.host)
+        now = time.monotonic()
+        if now - self._refusals_logged.get(key, 0.0) > 60:  # once a minute per address
+            self._refusals_logged[key] = now
+            logger.warning("refusing connections from %s: %s", conn.host, why)
+        self.metrics.connections_refused.inc()
+        conn.writer.transport.abort()
+
+    def admit_tenant(self, tenant_id: int) -> bool:
+        """Count one more authenticated connection of ``tenant_id``; False over its limit."""
+        limit = self.config.max_connections_per_tenant
+        if limit and self._per_tenant[tenant_id] >= limit:
+            return False
+        self._per_tenant[tenant_id] += 1
+        return True
+
+    def auth_failure_delay(self, host: str) -> float:
+        """Seconds to hold back a failed login from ``host`` (``limits.FailureDelays``)."""
+        return self._auth_failures.failed(host)
 
 
 # File slices up to this size are read and sent with the rest of the response.
@@ -639,6 +684,8 @@ class Connection:
         self.task: asyncio.Task[Any] | None = None
         self._closing = False
         self._waiting_for_bytes = False
+        self.counted_tenant: int | None = None  # counted against its tenant's limit
+        self._opened = time.monotonic()
 
     def request_close(self) -> None:
         """Finish the request in progress, then close (graceful shutdown).
@@ -667,7 +714,17 @@ class Connection:
                     # transport allows; the cap was checked when the size arrived.
                     self._waiting_for_bytes = True
                     try:
-                        data = await self.reader.read(max(65536, self.frames.missing))
+                        # asyncio.timeout: a timer handle, no task per read (hot path).
+                        async with asyncio.timeout(self._read_timeout()):
+                            data = await self.reader.read(max(65536, self.frames.missing))
+                    except TimeoutError:
+                        why = (
+                            "not authenticated in time"
+                            if self.principal is None
+                            else "idle for longer than connections.max.idle.ms"
+                        )
+                        logger.info("closing %s: %s", self.host, why)
+                        break
                     finally:
                         self._waiting_for_bytes = False
                     if not data:
@@ -686,6 +743,14 @@ class Connection:
         finally:
             with contextlib.suppress(Exception):
                 self.writer.close()
+
+    def _read_timeout(self) -> float | None:
+        """How long the next read may wait: what is left of the authentication deadline
+        before SASL completes, the idle limit after."""
+        config = self.broker.config
+        if self.principal is None and config.auth_timeout_seconds:
+            return max(0.0, self._opened + config.auth_timeout_seconds - time.monotonic())
+        return config.idle_timeout_seconds or None
 
     async def _serve(self, frame: bytes) -> bool:
         try:
@@ -814,7 +879,7 @@ class Connection:
         try:
             answer = await self.sasl.step(bytes(request.body["auth_bytes"]))
         except SaslFailed as exc:
-            await asyncio.sleep(FAILED_AUTH_DELAY_SECONDS)  # slows down guessing
+            await asyncio.sleep(self.broker.auth_failure_delay(self.host))  # slows guessing
             logger.info("SASL authentication failed from %s", self.host)
             self.broker.metrics.authentication_failures.labels(self.sasl.mechanism).inc()
             return (
@@ -827,7 +892,25 @@ class Connection:
                 False,
             )
         if self.sasl.done:
-            self.principal = self.sasl.principal
+            principal = self.sasl.principal
+            if principal is not None and not principal.internal and not principal.broker:
+                if not self.broker.admit_tenant(principal.tenant_id):
+                    logger.warning(
+                        "refusing a connection of tenant %s from %s: connection limit reached",
+                        principal.tenant_slug,
+                        self.host,
+                    )
+                    return (
+                        {
+                            "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                            "error_message": "this tenant has reached its connection limit",
+                            "auth_bytes": b"",
+                            "session_lifetime_ms": 0,
+                        },
+                        False,
+                    )
+                self.counted_tenant = principal.tenant_id
+            self.principal = principal
             self.frames.max_frame_bytes = self.broker.config.max_request_bytes
         return (
             {

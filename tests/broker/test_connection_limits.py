@@ -1,0 +1,151 @@
+"""Connection limits of a real broker process: the authentication deadline, the idle
+limit, connections per address and per tenant, and the back-off of failed logins."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+
+from data_plane.broker.limits import MAX_DELAY_SECONDS, FailureDelays
+from data_plane.protocol.errors import ErrorCode
+from tests.broker.conftest import _brokers, confluent_conf
+from tests.broker.test_clients import confluent_consume, confluent_create, topic_name
+from tests.broker.test_wire import SASL_AUTH, SASL_HANDSHAKE, RawClient, assert_broker_healthy
+
+pytestmark = pytest.mark.django_db
+
+PER_IP, PER_TENANT = 30, 6
+
+
+@pytest.fixture(scope="module")
+def limited(django_db_setup, django_db_blocker, tmp_path_factory):
+    extra = {
+        "MILLRACE_BROKER_AUTH_TIMEOUT_MS": "1500",
+        "MILLRACE_BROKER_CONNECTIONS_MAX_IDLE_MS": "3000",
+        "MILLRACE_BROKER_MAX_CONNECTIONS_PER_IP": str(PER_IP),
+        "MILLRACE_BROKER_MAX_CONNECTIONS_PER_TENANT": str(PER_TENANT),
+    }
+    for envs in _brokers(django_db_blocker, tmp_path_factory, 1, extra_env=extra):
+        yield envs[0]
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    """True if the broker closes ``sock`` within ``seconds`` (bounded wait)."""
+    sock.settimeout(0.5)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if sock.recv(65536) == b"":
+                return True
+        except TimeoutError:
+            continue
+        except ConnectionError:
+            return True
+    return False
+
+
+def test_unauthenticated_connections_holding_partial_frames_are_closed(limited):
+    attackers = []
+    for _ in range(10):
+        sock = socket.create_connection(("127.0.0.1", limited.port), timeout=10)
+        sock.sendall(struct.pack(">i", 512 * 1024) + b"\0" * 65536)  # a partial frame
+        attackers.append(sock)
+    assert all(closed_within(s, 15) for s in attackers)
+    for s in attackers:
+        s.close()
+    assert_broker_healthy(limited)
+
+
+def test_an_idle_authenticated_connection_is_closed_and_a_busy_one_is_not(limited):
+    idle, busy = RawClient(limited), RawClient(limited)
+    idle.login(limited.admin_a)
+    busy.login(limited.admin_a)
+    deadline = time.monotonic() + 6  # twice the idle limit
+    while time.monotonic() < deadline:
+        assert busy.request(18, 3, {})["error_code"] == 0  # ApiVersions keeps it busy
+        time.sleep(0.5)
+    assert closed_within(idle.sock, 10)
+    assert busy.request(18, 3, {})["error_code"] == 0
+    idle.close()
+    busy.close()
+
+
+def test_connections_per_address_are_capped(limited):
+    held = [
+        socket.create_connection(("127.0.0.1", limited.port), timeout=10) for _ in range(PER_IP)
+    ]
+    try:
+        extra = socket.create_connection(("127.0.0.1", limited.port), timeout=10)
+        assert closed_within(extra, 5)  # refused while the address holds its limit
+        extra.close()
+    finally:
+        for s in held:
+            s.close()
+    # Once they are gone, the address may connect again.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert_broker_healthy(limited)
+            break
+        except (ConnectionError, AssertionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_connections_per_tenant_are_capped_and_other_tenants_are_not_affected(limited):
+    clients = []
+    for _ in range(PER_TENANT):
+        c = RawClient(limited)
+        c.login(limited.admin_a)
+        clients.append(c)
+    over = RawClient(limited)
+    assert over.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+    token = b"\x00" + limited.admin_a.key_id.encode() + b"\x00" + limited.admin_a.secret.encode()
+    answer = over.request(SASL_AUTH, 2, {"auth_bytes": token})
+    assert answer["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert "connection limit" in answer["error_message"]
+    over.close()
+    other = RawClient(limited)
+    other.login(limited.admin_b)  # another tenant is unaffected
+    other.close()
+    clients.pop().close()
+    deadline = time.monotonic() + 10
+    while True:  # the freed slot is counted back once the broker sees the close
+        again = RawClient(limited)
+        try:
+            again.login(limited.admin_a)
+            break
+        except AssertionError:
+            again.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    again.close()
+    for c in clients:
+        c.close()
+
+
+def test_real_clients_work_within_the_limits(limited):
+    from confluent_kafka import Producer
+
+    name = topic_name("limits")
+    confluent_create(limited, limited.admin_a, name, partitions=1)
+    producer = Producer(confluent_conf(limited, limited.admin_a))
+    for i in range(100):
+        producer.produce(name, value=b"%d" % i)
+    assert producer.flush(30) == 0
+    assert len(confluent_consume(limited, limited.admin_a, name, 1, 100)) == 100
+
+
+def test_failed_logins_from_one_address_back_off_and_others_do_not():
+    now = [0.0]
+    delays = FailureDelays(clock=lambda: now[0])
+    seen = [delays.failed("10.0.0.1") for _ in range(8)]
+    assert seen == sorted(seen) and seen[0] < seen[-1] == MAX_DELAY_SECONDS
+    assert delays.failed("10.0.0.2") == seen[0]  # another address starts afresh
+    now[0] += 61  # a minute later the address starts afresh too
+    assert delays.failed("10.0.0.1") == seen[0]
