@@ -105,6 +105,19 @@ class _VerifiedCache:
 verified_cache = _VerifiedCache()
 
 
+_dummy_hash: str | None = None
+
+
+def spend_a_check(secret: str) -> None:
+    """Run the configured password hasher once and throw the answer away: an unknown key
+    then costs what a known key with a wrong secret costs, so timing does not tell a
+    guesser which key ids exist."""
+    global _dummy_hash
+    if _dummy_hash is None:
+        _dummy_hash = make_password(secrets.token_urlsafe(32))
+    check_password(secret, _dummy_hash)
+
+
 def secret_matches(key_id: str, secret: str, secret_hash: str) -> bool:
     if verified_cache.hit(key_id, secret, secret_hash):
         return True

@@ -19,6 +19,7 @@ from control_plane.access.credentials import (
     generate_key_id,
     generate_secret,
     secret_matches,
+    spend_a_check,
 )
 from control_plane.access.models import SERVICE_ACCOUNT_NAME_REGEX, Acl, ApiKey, ServiceAccount
 from control_plane.audit.services import record_event
@@ -251,7 +252,10 @@ def authenticate_api_key(key_id: str, secret: str) -> ApiKey:
     caller who proved they hold the secret.
     """
     key = ApiKey.objects.select_related("service_account", "tenant").filter(key_id=key_id).first()
-    if key is None or not secret_matches(key_id, secret, key.secret_hash):
+    if key is None:
+        spend_a_check(secret)  # as long as a wrong secret takes: no timing oracle
+        raise KeyRejected("invalid API key or secret")
+    if not secret_matches(key_id, secret, key.secret_hash):
         raise KeyRejected("invalid API key or secret")
     if key.revoked_at is not None:
         raise KeyRejected("API key has been revoked")

@@ -8,6 +8,8 @@ and run in a worker thread (``lookup``), never on the event loop.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,13 +30,43 @@ class SaslFailed(Exception):
     """Authentication failed; the message is safe to send to the client."""
 
 
+def fake_credentials(
+    secret: bytes, user: str, mechanism: str, iterations: int
+) -> tuple[bytes, bytes, bytes, int]:
+    """SCRAM credentials for a user that does not exist: a salt that is the same for the
+    same name on every attempt and every broker (an HMAC under a deployment secret), the
+    usual iteration count, and keys no password matches. Answering an unknown user with
+    these, and refusing only at the proof, tells a guesser nothing about which users
+    (API keys, tenants, console members) exist: Kafka's enumeration defence."""
+
+    def derive(label: str) -> bytes:
+        return hmac.new(secret, f"{label}:{mechanism}:{user}".encode(), hashlib.sha512).digest()
+
+    size = 32 if mechanism == "SCRAM-SHA-256" else 64
+    # Salts as long as real ones of that kind: 32 bytes for API keys, 16 for Millrace's
+    # own principals (internal_auth), so neither kind of name stands out.
+    salt = 16 if user.startswith("__millrace-") else 32
+    return derive("fake-salt")[:salt], derive("stored")[:size], derive("server")[:size], iterations
+
+
 class SaslSession:
-    def __init__(self, mechanism: str, store: MetadataStore, lookup: Lookup) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        store: MetadataStore,
+        lookup: Lookup,
+        *,
+        fake_secret: bytes = b"",
+        scram_iterations: int = 4096,
+    ) -> None:
         if mechanism not in MECHANISMS:
             raise SaslFailed(f"unsupported SASL mechanism {mechanism}")
         self.mechanism = mechanism
         self.store = store
         self.lookup = lookup
+        self._fake_secret = fake_secret
+        self._scram_iterations = scram_iterations
+        self._unknown_user = False
         self.principal: Principal | None = None
         self._server: Any = None
         self._key_id: str | None = None
@@ -67,6 +99,8 @@ class SaslSession:
             final = token.decode("utf-8")
             self._accept_doubled_client_nonce(final)
             self._server.set_client_final(final)
+            if self._unknown_user:  # no proof can match made-up keys; be sure anyway
+                raise scramp.ScramException("unknown user")
             answer: str = self._server.get_server_final()
         except scramp.ScramException as exc:
             logger.debug("SCRAM exchange failed: %s", exc)
@@ -87,13 +121,16 @@ class SaslSession:
         user = _scram_user(first)
         creds = await self.lookup(self.store.scram_credentials, user, self.mechanism)
         if creds is None:
-            raise SaslFailed("Authentication failed: invalid credentials")
+            # Carry on as for a known user; the proof fails at the final step, with the
+            # answer a wrong password gets.
+            self._unknown_user = True
+            info = fake_credentials(self._fake_secret, user, self.mechanism, self._scram_iterations)
+        else:
+            info = (creds.salt, creds.stored_key, creds.server_key, creds.iterations)
         self._key_id = user
         self._client_nonce = _scram_attr(first.split(",", 2)[2], "r")
         mechanism = scramp.ScramMechanism(self.mechanism)
-        self._server = mechanism.make_server(
-            lambda _u: (creds.salt, creds.stored_key, creds.server_key, creds.iterations),
-        )
+        self._server = mechanism.make_server(lambda _u: info)
         self._server.set_client_first(first)
         answer: str = self._server.get_server_first()
         return answer.encode("utf-8")

@@ -112,6 +112,8 @@ class BrokerConfig:
     # for idle_timeout_seconds is closed (Kafka's connections.max.idle.ms, 10 min); one
     # address may hold max_connections_per_ip (Kafka's max.connections.per.ip) and one
     # tenant max_connections_per_tenant. 0 turns a limit off.
+    # SCRAM iteration count of new keys: unknown users are answered with the same one.
+    scram_iterations: int = 4096
     auth_timeout_seconds: float = 10.0
     idle_timeout_seconds: float = 600.0
     max_connections_per_ip: int = 1000
@@ -862,7 +864,13 @@ class Connection:
                 "error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                 "mechanisms": list(MECHANISMS),
             }
-        self.sasl = SaslSession(mechanism, self.broker.store, self.broker.call_store)
+        self.sasl = SaslSession(
+            mechanism,
+            self.broker.store,
+            self.broker.call_store,
+            fake_secret=self.broker.config.internal_password.encode(),
+            scram_iterations=self.broker.config.scram_iterations,
+        )
         return {"error_code": ErrorCode.NONE, "mechanisms": list(MECHANISMS)}
 
     async def _sasl_authenticate(self, request: Request) -> tuple[dict[str, Any], bool]:

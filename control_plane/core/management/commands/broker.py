@@ -116,6 +116,7 @@ class Command(BaseCommand):
             replica_lag_time_max_ms=settings.MILLRACE_REPLICA_LAG_TIME_MAX_MS,
             replica_fetch_wait_ms=settings.MILLRACE_REPLICA_FETCH_WAIT_MS,
             internal_password=internal_auth.password(settings.MILLRACE_INTERNAL_SECRET),
+            scram_iterations=settings.MILLRACE_SCRAM_ITERATIONS,
             auth_timeout_seconds=settings.MILLRACE_BROKER_AUTH_TIMEOUT_MS / 1000,
             idle_timeout_seconds=settings.MILLRACE_BROKER_CONNECTIONS_MAX_IDLE_MS / 1000,
             max_connections_per_ip=settings.MILLRACE_BROKER_MAX_CONNECTIONS_PER_IP,
