@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from control_plane.access import services as access_services
 from control_plane.access.models import Acl, ApiKey
+from control_plane.audit.services import record_event
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Broker, BrokerState, Partition, ProducerIdBlock, Topic
 from control_plane.controller import services as controller_services
@@ -500,6 +501,25 @@ class DjangoMetadataStore:
     def list_groups(self, tenant_id: int) -> list[GroupRecord]:
         close_old_connections()
         return group_services.list_group_records(tenant_id)
+
+    def audit(
+        self,
+        principal: Principal,
+        action: str,
+        object_type: str,
+        object_repr: str,
+        after: dict[str, Any],
+    ) -> None:
+        close_old_connections()
+        record_event(
+            self._actor(principal),
+            tenant=Tenant.objects.get(pk=principal.tenant_id),
+            action=action,
+            object_type=object_type,
+            object_id=object_repr,
+            object_repr=object_repr,
+            after={"principal": principal.name, **after},
+        )
 
     def delete_group(self, principal: Principal, group_id: str) -> bool:
         """True if deleted; False if no such group; AdminError if it has members."""

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from data_plane.acl import Operation, ResourceType
-from data_plane.broker.handlers import Context
+from data_plane.broker.handlers import Context, audit
 from data_plane.broker.ports import AdminError
 from data_plane.groups.consumer_protocol import ConsumerProtocolError, decode_subscription
 from data_plane.groups.coordinator import GroupError
@@ -359,6 +359,13 @@ async def handle_offset_delete(ctx: Context, req: dict[str, Any]) -> dict[str, A
         topics.append({"name": t["name"], "partitions": parts})
     if doomed:
         await ctx.broker.groups.delete_offsets(ctx.principal.tenant_id, group_id, doomed)
+        await audit(
+            ctx,
+            "group.delete_offsets",
+            "group",
+            group_id,
+            {"partitions": [f"{name}-{index}" for name, index in doomed]},
+        )
     return {"error_code": E.NONE, "throttle_time_ms": 0, "topics": topics}
 
 

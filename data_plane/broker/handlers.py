@@ -779,7 +779,27 @@ async def handle_delete_records(ctx: Context, req: dict[str, Any]) -> dict[str, 
             except OffsetOutOfRange:
                 entry["error_code"] = E.OFFSET_OUT_OF_RANGE
         topics.append({"name": t["name"], "partitions": partitions})
+        deleted = {
+            str(p["partition_index"]): p["low_watermark"]
+            for p in partitions
+            if p["error_code"] == E.NONE
+        }
+        if deleted:
+            await audit(ctx, "records.delete", "topic", t["name"], {"low_watermarks": deleted})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def audit(
+    ctx: Context, action: str, object_type: str, object_repr: str, after: dict[str, Any]
+) -> None:
+    """Record a data-plane change in the audit log. The change is made already: a failure
+    to record it is logged, and the request is still answered."""
+    try:
+        await ctx.broker.call_store(
+            ctx.broker.store.audit, ctx.principal, action, object_type, object_repr, after
+        )
+    except Exception:
+        logger.exception("could not audit %s of %s %s", action, object_type, object_repr)
 
 
 # --- configs --------------------------------------------------------------------------------

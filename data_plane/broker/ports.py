@@ -139,6 +139,18 @@ class MetadataStore(Protocol):
 
     def list_groups(self, tenant_id: int) -> list[GroupRecord]: ...
 
+    def audit(
+        self,
+        principal: Principal,
+        action: str,
+        object_type: str,
+        object_repr: str,
+        after: dict[str, Any],
+    ) -> None:
+        """Record an audit event for a change made in the data plane (DeleteRecords,
+        OffsetDelete), with the acting principal."""
+        ...
+
     def delete_group(self, principal: Principal, group_id: str) -> bool:
         """Delete an empty group (audited); False if none; AdminError if it has members."""
         ...
