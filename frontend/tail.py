@@ -10,7 +10,10 @@
   (``internal_auth.console_username``), whose rights the broker derives from the role;
 * it reads topics from positions (no consumer group: tailing must not move anyone's
   offsets) and, for developers and up, produces;
-* it closes when the membership ends (checked every ``MILLRACE_WS_KEY_CHECK_SECONDS``).
+* it closes when the membership ends, and when the session that opened it ends: at once
+  on logout (a channel-layer message to the session's group), and at the next check
+  (every ``MILLRACE_WS_KEY_CHECK_SECONDS``) when the session is gone or no longer valid
+  for the user (a password change, the user deactivated).
 
 Pausing is the stream's own flow control: a paused page stops acknowledging, so the
 server stops after ``window`` records and holds no more than that for it.
@@ -19,10 +22,17 @@ server stops after ``window`` records and holds no more than that for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
+from importlib import import_module
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.utils.crypto import constant_time_compare
 
 from control_plane.core.request_context import bind_tenant, bind_user
 from control_plane.streams.consumers import (
@@ -47,8 +57,39 @@ def _membership(user_id: int, tenant_slug: str) -> Membership | None:
     )
 
 
+def session_group(session_key: str) -> str:
+    """The channel-layer group of a console session's sockets (named by a digest: the
+    session key itself is a credential)."""
+    return "console-session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+def end_session_sockets(session_key: str | None) -> None:
+    """Close every live tail opened by this session (called on logout)."""
+    layer = get_channel_layer()
+    if layer is None or not session_key:
+        return
+    async_to_sync(layer.group_send)(session_group(session_key), {"type": "session.ended"})
+
+
+@database_sync_to_async
+def _session_valid(session_key: str | None, user_id: int) -> bool:
+    """The session still exists, still signs in this user, and its password hash still
+    matches (it changes with the password)."""
+    if not session_key:
+        return False
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
+    data = store.load()
+    if str(data.get(SESSION_KEY)) != str(user_id):
+        return False
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    return user is not None and constant_time_compare(
+        data.get(HASH_SESSION_KEY, ""), user.get_session_auth_hash()
+    )
+
+
 class ConsoleTail(StreamConsumer):
     role = ""
+    session_key: str | None = None
 
     async def identify(self) -> None:
         user = self.scope.get("user")
@@ -67,6 +108,10 @@ class ConsoleTail(StreamConsumer):
         self.who = Delegation.console(self.tenant_slug, user.pk)
         self.tenant_id = membership.tenant_id
         self.principal_name = f"{user.get_username()} ({membership.role})"
+        session = self.scope.get("session")
+        self.session_key = session.session_key if session is not None else None
+        if self.session_key and self.channel_layer is not None:
+            await self.channel_layer.group_add(session_group(self.session_key), self.channel_name)
         self.tasks.append(asyncio.create_task(self._watch_membership()))
         await self.send_json(
             {"type": "authenticated", "tenant": self.tenant_slug, "role": membership.role}
@@ -81,7 +126,22 @@ class ConsoleTail(StreamConsumer):
                     CLOSE_UNAUTHENTICATED, "membership_ended", "you are no longer a member"
                 )
                 return
+            if not await _session_valid(self.session_key, self.user_id):
+                await self.session_ended({})
+                return
             self.role = membership.role
+
+    async def session_ended(self, event: dict[str, Any]) -> None:
+        """Channel-layer message ``session.ended`` (logout) or the periodic check."""
+        await self.fail(CLOSE_UNAUTHENTICATED, "session_ended", "the console session ended")
+
+    async def disconnect(self, code: int) -> None:
+        if self.session_key and self.channel_layer is not None:
+            with contextlib.suppress(Exception):
+                await self.channel_layer.group_discard(
+                    session_group(self.session_key), self.channel_name
+                )
+        await super().disconnect(code)
 
     async def _may(self, operation: Operation, rtype: ResourceType, name: str) -> bool:
         if rtype is not ResourceType.TOPIC:

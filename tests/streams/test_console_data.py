@@ -43,6 +43,8 @@ def people(kafka, django_db_blocker):
             ("dev", a, Role.DEVELOPER),
             ("outsider", b, Role.OWNER),
             ("leaver", a, Role.DEVELOPER),
+            ("quitter", a, Role.VIEWER),  # logs out
+            ("changer", a, Role.VIEWER),  # changes password
         ):
             user = make_user(f"{name}-{suffix}")
             tenancy_services.add_member(SYSTEM, tenant, user=user, role=role)
@@ -274,3 +276,42 @@ def test_the_console_principal_ends_with_the_membership(kafka, people, topic):
         pytest.raises(KafkaClientError, match="refused authentication"),
     ):
         client.read((topic, 0), 0, max_records=1, max_bytes=4096)
+
+
+def test_logging_out_ends_the_sessions_live_tail_at_once(kafka, people):
+    from asgiref.sync import sync_to_async
+
+    user = people["quitter"]
+
+    async def run():
+        comm, connected = await _tail(kafka, _session_headers(user))
+        assert connected
+        await frames_until(comm, lambda f: f["type"] == "authenticated")
+        browser = Client()
+        browser.cookies[settings.SESSION_COOKIE_NAME] = user.session_cookie
+        await sync_to_async(browser.post)("/logout/")
+        return await closed_with(comm, seconds=1.5)  # at once: before the periodic check
+
+    frames, code = asyncio.run(run())
+    assert code == 4401 and frames[-1]["code"] == "session_ended"
+
+
+def test_a_password_change_ends_the_live_tails_of_older_sessions(kafka, people, django_db_blocker):
+    from tests.broker.test_lifecycle import committed
+
+    user = people["changer"]
+
+    def change_password():
+        fresh = type(user).objects.get(pk=user.pk)
+        fresh.set_password("a new password for this test")
+        fresh.save()
+
+    async def run():
+        comm, connected = await _tail(kafka, _session_headers(user))
+        assert connected
+        await frames_until(comm, lambda f: f["type"] == "authenticated")
+        await asyncio.to_thread(committed, django_db_blocker, change_password)
+        return await closed_with(comm, seconds=15)
+
+    frames, code = asyncio.run(run())
+    assert code == 4401 and frames[-1]["code"] == "session_ended"
