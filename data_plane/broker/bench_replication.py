@@ -37,6 +37,7 @@ keeps the brokers' and the controller's logs.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import multiprocessing
@@ -54,6 +55,7 @@ import time
 import uuid
 from array import array
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -509,16 +511,52 @@ def _paced(
 # --- 3. failover ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One failover series: a client library and the settings it runs with."""
+
+    label: str
+    client: str  # "confluent-kafka", "kafka-python" or "aiokafka"
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+# Each library at its defaults; kafka-python also as an ordering-conscious user runs it
+# (one request in flight), and with the settings docs/reliability.md recommends.
+KAFKA_PYTHON_TUNED = {
+    "max_in_flight_requests_per_connection": 1,
+    "request_timeout_ms": 5_000,
+    "reconnect_backoff_max_ms": 500,
+    "metadata_max_age_ms": 5_000,
+}
+VARIANTS = (
+    Variant("confluent-kafka", "confluent-kafka"),
+    Variant("kafka-python", "kafka-python"),
+    Variant(
+        "kafka-python, max_in_flight_requests_per_connection=1",
+        "kafka-python",
+        {"max_in_flight_requests_per_connection": 1},
+    ),
+    Variant("kafka-python, recommended settings", "kafka-python", KAFKA_PYTHON_TUNED),
+    Variant("aiokafka", "aiokafka"),
+)
+CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
+
+
 class ContinuousProducer(threading.Thread):
     """Sends FAILOVER_RATE numbered records a second until stopped; notes what is acked.
 
     After ``mark()``, ``resumed_at`` becomes the wall-clock time of the first
-    acknowledgement of a record sent after the mark. Callbacks run on this thread.
+    acknowledgement of a record sent after the mark. The client library is the
+    ``variant``'s; its callbacks run on this thread or the library's own, and only add to
+    sets and lists (atomic under the GIL).
     """
 
-    def __init__(self, conf: dict[str, Any], topic: str, lifetime: float) -> None:
+    def __init__(
+        self, endpoint: perf.Endpoint, topic: str, lifetime: float, variant: Variant
+    ) -> None:
         super().__init__(name="failover-producer", daemon=True)
-        self.conf, self.topic, self.lifetime = conf, topic, lifetime
+        self.endpoint, self.topic, self.lifetime = endpoint, topic, lifetime
+        self.variant = variant
         self.sent_at: list[float] = []
         self.acked: set[int] = set()
         self.errors: list[str] = []
@@ -526,6 +564,7 @@ class ContinuousProducer(threading.Thread):
         self.marker = float("inf")
         self.resumed_at: float | None = None
         self._halt = threading.Event()
+        self._padding = b"\0" * (FAILOVER_BYTES - 8)
 
     def mark(self) -> None:
         self.resumed_at = None
@@ -537,33 +576,97 @@ class ContinuousProducer(threading.Thread):
     def acked_beyond(self, count: int) -> Callable[[], bool]:
         return lambda: len(self.acked) > count
 
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-            return
-        seq = struct.unpack_from(">Q", msg.value())[0]
+    def _acked(self, seq: int) -> None:
         self.acked.add(seq)
         if self.resumed_at is None and self.sent_at[seq] >= self.marker:
             self.resumed_at = time.time()
 
+    def _next(self) -> tuple[int, bytes]:
+        seq = len(self.sent_at)
+        self.sent_at.append(time.time())
+        return seq, struct.pack(">Q", seq) + self._padding
+
+    def _running(self, end: float) -> bool:
+        return not self._halt.is_set() and time.monotonic() < end
+
     def run(self) -> None:
+        end = time.monotonic() + self.lifetime
+        if self.variant.client == "confluent-kafka":
+            self._run_confluent(end)
+        elif self.variant.client == "kafka-python":
+            self._run_kafka_python(end)
+        else:
+            asyncio.run(self._run_aiokafka(end))
+
+    def _run_confluent(self, end: float) -> None:
         from confluent_kafka import Producer
 
-        producer = Producer(self.conf | {"acks": "all"})
-        padding = b"\0" * (FAILOVER_BYTES - 8)
-        end = time.monotonic() + self.lifetime
-        while not self._halt.is_set() and time.monotonic() < end:
-            seq = len(self.sent_at)
-            self.sent_at.append(time.time())
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self._acked(struct.unpack_from(">Q", msg.value())[0])
+
+        conf = self.endpoint.confluent() | {"allow.auto.create.topics": False, "acks": "all"}
+        producer = Producer(conf | self.variant.settings)
+        while self._running(end):
+            _seq, value = self._next()
             try:
-                producer.produce(
-                    self.topic, struct.pack(">Q", seq) + padding, on_delivery=self._delivered
-                )
+                producer.produce(self.topic, value, on_delivery=delivered)
             except BufferError:
                 self.sent_at.pop()
             producer.poll(0)
             self._halt.wait(1 / FAILOVER_RATE)
         self.undelivered = producer.flush(60)
+
+    def _run_kafka_python(self, end: float) -> None:
+        from kafka import KafkaProducer  # type: ignore[import-untyped]
+
+        producer = KafkaProducer(**self.endpoint.python(), acks="all", **self.variant.settings)
+        while self._running(end):
+            seq, value = self._next()
+            try:
+                future = producer.send(self.topic, value)
+            except Exception as exc:  # noqa: BLE001 - a send refused locally is counted
+                self.errors.append(str(exc))
+            else:
+                future.add_callback(lambda _meta, seq=seq: self._acked(seq))
+                future.add_errback(lambda exc: self.errors.append(str(exc)))
+            self._halt.wait(1 / FAILOVER_RATE)
+        try:
+            producer.flush(60)
+        finally:
+            self.undelivered = len(self.sent_at) - len(self.acked) - len(self.errors)
+            producer.close(10)
+
+    async def _run_aiokafka(self, end: float) -> None:
+        from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+
+        producer = AIOKafkaProducer(**self.endpoint.python(), acks="all", **self.variant.settings)
+        await producer.start()
+
+        def settled(seq: int, future: asyncio.Future[Any]) -> None:
+            if future.cancelled():
+                self.errors.append("cancelled")
+            elif future.exception() is not None:
+                self.errors.append(str(future.exception()))
+            else:
+                self._acked(seq)
+
+        try:
+            while self._running(end):
+                seq, value = self._next()
+                try:
+                    future = await producer.send(self.topic, value)
+                except Exception as exc:  # noqa: BLE001 - a send refused locally is counted
+                    self.errors.append(str(exc))
+                else:
+                    future.add_done_callback(lambda f, seq=seq: settled(seq, f))
+                await asyncio.sleep(1 / FAILOVER_RATE)
+            await asyncio.wait_for(producer.flush(), 60)
+        finally:
+            self.undelivered = len(self.sent_at) - len(self.acked) - len(self.errors)
+            await producer.stop()
 
 
 def read_back(conf: dict[str, Any], topic: str, timeout: float) -> list[int]:
@@ -614,10 +717,14 @@ def _kill_leader(
     return run
 
 
-def failover(nodes: Cluster, admin: Any, kills: int, timeout: float) -> dict[str, Any]:
+def failover(
+    nodes: Cluster, admin: Any, kills: int, timeout: float, variant: Variant = VARIANTS[0]
+) -> dict[str, Any]:
     topic = create_topic(admin, 3, timeout, min_isr=2)
     conf = nodes.conf
-    producer = ContinuousProducer(conf, topic, lifetime=kills * (3 * timeout + 10) + 60)
+    producer = ContinuousProducer(
+        nodes.endpoint, topic, lifetime=kills * (3 * timeout + 10) + 60, variant=variant
+    )
     producer.start()
     runs: list[dict[str, Any]] = []
     failure = None
@@ -638,6 +745,9 @@ def failover(nodes: Cluster, admin: Any, kills: int, timeout: float) -> dict[str
     delete_topic(admin, topic)
     resumed = _series([r["resumed_s"] for r in runs if r["resumed_s"] is not None])
     return {
+        "client": variant.client,
+        "variant": variant.label,
+        "client_settings": variant.settings,
         "kills": len(runs),
         "timeouts": sum(1 for r in runs if r["resumed_s"] is None),
         "failure": failure,
@@ -739,6 +849,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--latency-seconds", type=float, default=0, help="length of each latency run (s)"
     )
+    parser.add_argument(
+        "--clients",
+        default=",".join(CLIENTS),
+        help="failover series for these client libraries (comma-separated; default: all)",
+    )
     args = parser.parse_args(argv)
     scale = 0.02 if args.quick else 1.0
     repeats = 1 if args.quick else args.repeats
@@ -802,13 +917,18 @@ def _run(
         if "latency" in wanted:
             _latency(nodes, admin, args, replicated, common)
         if "failover" in wanted:
-            series = failover(nodes, admin, kills, args.timeout)
-            emit(
-                "leader_kill9_failover",
-                lease_seconds=settings["lease_seconds"],
-                **failover_common,
-                **series,
-            )
+            clients = {c.strip() for c in args.clients.split(",") if c.strip()}
+            unknown = clients - set(CLIENTS)
+            if unknown:
+                raise SystemExit(f"unknown client(s): {', '.join(sorted(unknown))}")
+            for variant in (v for v in VARIANTS if v.client in clients):
+                series = failover(nodes, admin, kills, args.timeout, variant)
+                emit(
+                    "leader_kill9_failover",
+                    lease_seconds=settings["lease_seconds"],
+                    **failover_common,
+                    **series,
+                )
     if args.short_lease > 0:
         lease = {"MILLRACE_BROKER_LEASE_SECONDS": str(args.short_lease)}
         with cluster(work, env | lease, ports, key) as nodes:

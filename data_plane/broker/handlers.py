@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -1006,19 +1005,22 @@ async def handle_describe_log_dirs(ctx: Context, req: dict[str, Any]) -> dict[st
             )
         if partitions:
             topics.append({"name": name, "partitions": partitions})
-    data_dir = b.logs.data_dir.absolute()
-    try:
-        usage = shutil.disk_usage(data_dir)
-        total, usable = usage.total, usage.free
-    except OSError:
+    # Tenant-relative, never the host's: a logical directory name (not the broker's path)
+    # and the tenant's storage limit and what is left of it on this broker (not the disk's
+    # totals, which would tell a tenant about the machine and the other tenants).
+    tenant = b.snapshot.tenants.get(ctx.principal.tenant_id)
+    if tenant is None:
         total = usable = describe_log_dirs.UNKNOWN_BYTES
+    else:
+        total = tenant.max_storage_bytes
+        usable = max(0, total - b.tenant_storage(ctx.principal.tenant_id))
     return {
         "throttle_time_ms": 0,
         "error_code": E.NONE,
         "results": [
             {
                 "error_code": E.NONE,
-                "log_dir": str(data_dir),
+                "log_dir": f"/millrace/{ctx.principal.tenant_slug}",
                 "topics": topics,
                 "total_bytes": total,
                 "usable_bytes": usable,

@@ -564,6 +564,10 @@ class Broker:
             self._producer_ids = (nxt + 1, end)
             return nxt
 
+    def tenant_storage(self, tenant_id: int) -> int:
+        """Bytes of the tenant's partition logs on this broker."""
+        return self._storage.get(tenant_id, 0)
+
     def tenant_over_storage(self, tenant_id: int) -> bool:
         tenant = self.snapshot.tenants.get(tenant_id)
         return tenant is not None and self._storage.get(tenant_id, 0) >= tenant.max_storage_bytes

@@ -53,6 +53,10 @@ FOOTER = """
 - **Compacted topics** (`cleanup.policy` with `compact`) refuse a batch holding a record
   without a key: `INVALID_RECORD` (87), with the record's index in `record_errors`
   (Produce v8+). Nothing of the batch is stored; the next batch is accepted.
+- **DescribeLogDirs** is tenant-relative: one logical directory, `/millrace/<tenant>`
+  (never the broker's path), holding only the tenant's partitions on that broker;
+  `total_bytes` is the tenant's storage limit and `usable_bytes` what is left of it there
+  (not the disk's totals).
 - **DeleteRecords**: offset -1 means "up to the high watermark"; any other negative offset
   answers `OFFSET_OUT_OF_RANGE` (1).
 - **Transactions** are not served yet: FindCoordinator for a transactional id answers

@@ -7,6 +7,7 @@ sum of its ``*.log`` segment files on that broker's disk.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -150,7 +151,10 @@ def test_every_version_answers_for_this_brokers_logs_only(cluster):
             answer = raw(env, env.admin_a, version, [{"topic": name, "partitions": [0, 1, 7]}])
             assert answer.get("error_code", E.NONE) == E.NONE
             (result,) = answer["results"]
-            assert result["error_code"] == E.NONE and result["log_dir"] == str(env.data_dir)
+            assert result["error_code"] == E.NONE
+            # Tenant-relative: a logical name, never the broker's path.
+            assert result["log_dir"] == f"/millrace/{env.tenant_a}"
+            assert str(env.data_dir) not in json.dumps(answer, default=str)
             mine = reported(answer)
             expected = {
                 (name, i): disk_size(env, tid, i)
@@ -161,7 +165,11 @@ def test_every_version_answers_for_this_brokers_logs_only(cluster):
             for p in result["topics"][0]["partitions"] if result["topics"] else []:
                 assert p["offset_lag"] == 0 and p["is_future_key"] is False
             if version >= 4:
-                assert 0 < result["usable_bytes"] <= result["total_bytes"]
+                # The tenant's storage limit and what is left of it, not the disk's.
+                limit = Tenant.objects.get(slug=env.tenant_a).max_storage_bytes
+                assert result["total_bytes"] == limit
+                # The tenant's logs here take some of it.
+                assert 0 < result["usable_bytes"] < limit
             holders.update(dict.fromkeys(mine, env.broker_id))
     assert set(holders) == {(name, 0), (name, 1)}  # one replica each, somewhere
 
@@ -184,7 +192,7 @@ def test_kafka_python_admin_agrees_with_the_disk(cluster):
     assert set(by_broker) == {k.broker_id for k in cluster}
     for k in cluster:
         (log_dir,) = by_broker[k.broker_id]
-        assert log_dir["error_code"] == 0 and log_dir["log_dir"] == str(k.data_dir)
+        assert log_dir["error_code"] == 0 and log_dir["log_dir"] == f"/millrace/{k.tenant_a}"
         assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
         sizes = {
             p["partition_index"]: p["partition_size"]
