@@ -415,14 +415,9 @@ async def handle_init_producer_id(ctx: Context, req: dict[str, Any]) -> dict[str
             "producer_id": -1,
             "producer_epoch": -1,
         }
-    producer_id, epoch = req.get("producer_id", -1), req.get("producer_epoch", -1)
-    if producer_id >= 0 and epoch >= 0:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": E.NONE,
-            "producer_id": producer_id,
-            "producer_epoch": (epoch + 1) % 32767,
-        }  # KIP-360 epoch bump
+    # Without a transactional id, Kafka ignores the producer id and epoch a client sends
+    # (KIP-360's bump is for transactional producers) and hands out a new id: an id is
+    # never bumped for someone who may not own it, and the client starts afresh with it.
     new_id = await ctx.broker.next_producer_id()
     return {"throttle_time_ms": 0, "error_code": E.NONE, "producer_id": new_id, "producer_epoch": 0}
 

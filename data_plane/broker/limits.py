@@ -18,8 +18,11 @@ MAX_TRACKED = 10_000  # addresses remembered at once (bounded memory under a wid
 
 
 class FailureDelays:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, max_delay: float = MAX_DELAY_SECONDS
+    ) -> None:
         self._clock = clock
+        self._max_delay = max_delay
         self._failures: dict[str, tuple[int, float]] = {}  # address -> (count, window start)
 
     def failed(self, address: str) -> float:
@@ -32,4 +35,5 @@ class FailureDelays:
         if address not in self._failures and len(self._failures) >= MAX_TRACKED:
             self._failures.clear()
         self._failures[address] = (count, since)
-        return float(min(FIRST_DELAY_SECONDS * 2 ** (count - 1), MAX_DELAY_SECONDS))
+        first = min(FIRST_DELAY_SECONDS, self._max_delay)
+        return float(min(first * 2 ** (count - 1), self._max_delay))

@@ -115,6 +115,7 @@ class BrokerConfig:
     # SCRAM iteration count of new keys: unknown users are answered with the same one.
     scram_iterations: int = 4096
     auth_timeout_seconds: float = 10.0
+    failed_auth_max_delay_seconds: float = 5.0  # the back-off's ceiling (limits.py)
     idle_timeout_seconds: float = 600.0
     max_connections_per_ip: int = 1000
     max_connections_per_tenant: int = 10_000
@@ -136,7 +137,7 @@ class Broker:
         self._connections: set[Connection] = set()
         self._per_ip: Counter[str] = Counter()
         self._per_tenant: Counter[int] = Counter()
-        self._auth_failures = FailureDelays()
+        self._auth_failures = FailureDelays(max_delay=config.failed_auth_max_delay_seconds)
         self._refusals_logged: dict[tuple[str, str], float] = {}
         self._stopping = threading.Event()
         self._refresh_thread: threading.Thread | None = None

@@ -178,6 +178,9 @@ def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None, adverti
         "MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
         "MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS": "200",
         "MILLRACE_BROKER_LEASE_SECONDS": "10",  # see tests/conftest.py
+        # Every test client shares 127.0.0.1: tests that fail logins on purpose would slow
+        # each other's down. The back-off itself is tested in test_connection_limits.py.
+        "MILLRACE_BROKER_FAILED_AUTH_MAX_DELAY_MS": "100",
         # stop_broker waits 30 s for the process: the leadership handover must fit.
         "MILLRACE_CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS": "10",
         **(extra_env or {}),

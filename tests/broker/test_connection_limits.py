@@ -149,3 +149,8 @@ def test_failed_logins_from_one_address_back_off_and_others_do_not():
     assert delays.failed("10.0.0.2") == seen[0]  # another address starts afresh
     now[0] += 61  # a minute later the address starts afresh too
     assert delays.failed("10.0.0.1") == seen[0]
+
+
+def test_the_back_off_has_a_configurable_ceiling():
+    delays = FailureDelays(clock=lambda: 0.0, max_delay=0.3)
+    assert [delays.failed("10.0.0.9") for _ in range(4)] == [0.1, 0.2, 0.3, 0.3]

@@ -71,3 +71,37 @@ def test_an_unknown_key_costs_a_password_check_like_a_wrong_secret(kafka, monkey
             services.authenticate_api_key(key_id, "mrsec_wrong")
         assert str(refused.value) == "invalid API key or secret"
         assert len(calls) == 1, key_id  # one hash check either way
+
+
+def test_init_producer_id_never_bumps_an_id_the_caller_names(kafka):
+    """Without a transactional id Kafka hands out a new id whatever the request names, so
+    one key cannot take over (fence) another's producer id by bumping its epoch."""
+    theirs = RawClient(kafka)
+    theirs.login(kafka.admin_b)
+    victim = theirs.request(
+        22,
+        4,
+        {
+            "transactional_id": None,
+            "transaction_timeout_ms": 60000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+    )
+    theirs.close()
+    assert victim["error_code"] == ErrorCode.NONE
+    mine = RawClient(kafka)
+    mine.login(kafka.admin_a)
+    answer = mine.request(
+        22,
+        4,
+        {
+            "transactional_id": None,
+            "transaction_timeout_ms": 60000,
+            "producer_id": victim["producer_id"],
+            "producer_epoch": 5,
+        },
+    )
+    mine.close()
+    assert answer["error_code"] == ErrorCode.NONE
+    assert answer["producer_id"] != victim["producer_id"] and answer["producer_epoch"] == 0

@@ -118,6 +118,7 @@ class Command(BaseCommand):
             internal_password=internal_auth.password(settings.MILLRACE_INTERNAL_SECRET),
             scram_iterations=settings.MILLRACE_SCRAM_ITERATIONS,
             auth_timeout_seconds=settings.MILLRACE_BROKER_AUTH_TIMEOUT_MS / 1000,
+            failed_auth_max_delay_seconds=settings.MILLRACE_BROKER_FAILED_AUTH_MAX_DELAY_MS / 1000,
             idle_timeout_seconds=settings.MILLRACE_BROKER_CONNECTIONS_MAX_IDLE_MS / 1000,
             max_connections_per_ip=settings.MILLRACE_BROKER_MAX_CONNECTIONS_PER_IP,
             max_connections_per_tenant=settings.MILLRACE_BROKER_MAX_CONNECTIONS_PER_TENANT,
