@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from data_plane.acl import Operation, ResourceType
-from data_plane.broker.handlers import Context, audit
+from data_plane.broker.handlers import Context, audit, authorized_operations
 from data_plane.broker.ports import AdminError
 from data_plane.groups.consumer_protocol import ConsumerProtocolError, decode_subscription
 from data_plane.groups.coordinator import GroupError
@@ -408,6 +408,14 @@ async def handle_describe_groups(ctx: Context, req: dict[str, Any]) -> dict[str,
                 for m in group.members.values()
             ],
         )
+    for entry in out:
+        if entry["error_code"] == E.NONE:
+            entry["authorized_operations"] = authorized_operations(
+                ctx,
+                ResourceType.GROUP,
+                entry["group_id"],
+                bool(req.get("include_authorized_operations")),
+            )
     return {"throttle_time_ms": 0, "groups": out}
 
 

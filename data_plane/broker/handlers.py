@@ -107,6 +107,44 @@ def partition_log(
     return ctx.broker.leader_log(topic, index)
 
 
+# --- authorized operations (KIP-430) -------------------------------------------------------
+
+# The operations Kafka reports per resource type (its AclOperation codes, as bits).
+_REPORTED_OPERATIONS = {
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DELETE, Operation.DESCRIBE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+    ),
+}
+
+
+def authorized_operations(ctx: Context, rtype: ResourceType, name: str, wanted: bool) -> int:
+    """KIP-430's bit field of what the caller may do with a resource (bit n: AclOperation
+    n), or Kafka's "not asked" value when the request did not ask for it."""
+    if not wanted:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    bits = 0
+    for op in _REPORTED_OPERATIONS[rtype]:
+        if ctx.may(op, rtype, name):
+            bits |= 1 << op.kafka_code
+    return bits
+
+
 # --- Metadata ---------------------------------------------------------------------------
 
 
@@ -140,6 +178,9 @@ async def handle_metadata(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
             topics.append(_topic_error(name, E.TOPIC_AUTHORIZATION_FAILED))
         else:
             topics.append(_topic_metadata(b, topic))
+            topics[-1]["topic_authorized_operations"] = authorized_operations(
+                ctx, T, name, bool(req.get("include_topic_authorized_operations"))
+            )
     if created:
         await b.refresh_metadata()
     return {
@@ -148,7 +189,12 @@ async def handle_metadata(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
         "cluster_id": b.snapshot.cluster_id,
         "controller_id": b.config.broker_id,
         "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": authorized_operations(
+            ctx,
+            ResourceType.CLUSTER,
+            CLUSTER_RESOURCE_NAME,
+            bool(req.get("include_cluster_authorized_operations")),
+        ),
     }
 
 
@@ -950,7 +996,12 @@ async def handle_describe_cluster(ctx: Context, req: dict[str, Any]) -> dict[str
         ]
         if code == E.NONE
         else [],
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": authorized_operations(
+            ctx,
+            ResourceType.CLUSTER,
+            CLUSTER_RESOURCE_NAME,
+            code == E.NONE and bool(req.get("include_cluster_authorized_operations")),
+        ),
     }
 
 

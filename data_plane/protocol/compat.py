@@ -53,6 +53,12 @@ FOOTER = """
 - **Compacted topics** (`cleanup.policy` with `compact`) refuse a batch holding a record
   without a key: `INVALID_RECORD` (87), with the record's index in `record_errors`
   (Produce v8+). Nothing of the batch is stored; the next batch is accepted.
+- **Authorized operations** (KIP-430): Metadata (`include_topic_authorized_operations`,
+  and `include_cluster_authorized_operations` in v8-10), DescribeCluster and DescribeGroups
+  (v3+) answer, when asked, the operations the caller's ACLs allow as Kafka's bit field
+  (topics: Read, Write, Create, Delete, Alter, Describe, DescribeConfigs, AlterConfigs;
+  groups: Read, Delete, Describe; the cluster: Create, Alter, Describe, DescribeConfigs,
+  AlterConfigs, IdempotentWrite), and Kafka's "not asked" value otherwise.
 - **DescribeLogDirs** is tenant-relative: one logical directory, `/millrace/<tenant>`
   (never the broker's path), holding only the tenant's partitions on that broker;
   `total_bytes` is the tenant's storage limit and `usable_bytes` what is left of it there

@@ -167,3 +167,52 @@ def test_auto_created_topics_take_the_tenants_num_partitions(kafka, django_db_bl
     finally:
         set_default(None)
     assert auto_create(topic_name("auto")) == 1
+
+
+def test_authorized_operations_are_answered_when_asked(kafka):
+    """KIP-430, with confluent-kafka's admin client: the operations the caller's ACLs allow,
+    for a topic, the cluster and a group."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient
+
+    name = f"shared-{topic_name('ops')}"
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    group = f"g-{name}"
+    from tests.broker.test_groups import consumer, wait_assigned
+
+    member = consumer(kafka, group)
+    member.subscribe([name])
+    wait_assigned([member], [1])
+
+    def ops(key):
+        admin = AdminClient(confluent_conf(kafka, key))
+        topics = admin.describe_topics(TopicCollection([name]), include_authorized_operations=True)
+        cluster = admin.describe_cluster(include_authorized_operations=True)
+        groups = admin.describe_consumer_groups([group], include_authorized_operations=True)
+        return (
+            set(topics[name].result(20).authorized_operations or []),
+            set(cluster.result(20).authorized_operations or []),
+            set(groups[group].result(20).authorized_operations or []),
+        )
+
+    topic_ops, cluster_ops, group_ops = ops(kafka.admin_a)  # ALL on everything
+    assert {AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE} <= topic_ops
+    assert {AclOperation.CREATE, AclOperation.DESCRIBE} <= cluster_ops
+    assert {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE} <= group_ops
+    reader_topic_ops, _, _ = ops_without_cluster(kafka, name)
+    assert AclOperation.READ in reader_topic_ops and AclOperation.WRITE not in reader_topic_ops
+    member.close()
+    # Not asked: nothing is reported.
+    admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+    plain = admin.describe_topics(TopicCollection([name]))[name].result(20)
+    assert not plain.authorized_operations
+
+
+def ops_without_cluster(kafka, name):
+    """The read-only key's view of a topic (it may not describe the cluster or groups)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(confluent_conf(kafka, kafka.reader_a))
+    topics = admin.describe_topics(TopicCollection([name]), include_authorized_operations=True)
+    return set(topics[name].result(20).authorized_operations or []), None, None

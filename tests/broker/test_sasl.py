@@ -104,6 +104,21 @@ def test_scram_rejects_wrong_nonces_and_proofs(rewrite):
         exchange("SCRAM-SHA-256", rewrite)
 
 
-def test_scram_unknown_key_fails_at_first_message():
-    with pytest.raises(SaslFailed, match="invalid credentials"):
+def test_scram_unknown_key_fails_at_the_proof_like_a_wrong_password():
+    """An unknown user is led through the exchange with a made-up salt and refused at the
+    proof with a wrong password's answer, so the first message reveals nothing."""
+    with pytest.raises(SaslFailed) as unknown:
         exchange("SCRAM-SHA-256", user="MRKNOPE")
+    with pytest.raises(SaslFailed) as wrong:
+        exchange("SCRAM-SHA-256", lambda final, cn: final.rsplit("p=", 1)[0] + "p=" + "A" * 44)
+    assert str(unknown.value) == str(wrong.value)
+
+
+def test_the_made_up_salt_is_the_same_every_time_and_sized_like_a_real_one():
+    from data_plane.broker.sasl import fake_credentials
+
+    one = fake_credentials(b"secret", "MRKNOPE", "SCRAM-SHA-256", 4096)
+    assert one == fake_credentials(b"secret", "MRKNOPE", "SCRAM-SHA-256", 4096)
+    assert one[0] != fake_credentials(b"secret", "MRKOTHER", "SCRAM-SHA-256", 4096)[0]
+    assert one[0] != fake_credentials(b"other secret", "MRKNOPE", "SCRAM-SHA-256", 4096)[0]
+    assert (len(one[0]), len(one[1]), one[3]) == (32, 32, 4096)
