@@ -91,14 +91,28 @@ def member_list(page: Page) -> HttpResponse:
 @member_view("members", role=NEEDS["create"].role)
 def member_add(page: Page) -> HttpResponse:
     form = {k: page.request.POST.get(k, "").strip() for k in ("username", "role")}
+    if page.request.user.is_staff:  # operators see every account anyway: precise answers
+        try:
+            user = find_user(form["username"])
+            tenancy_services.add_member(page.actor, page.tenant, user=user, role=form["role"])
+        except ServiceError as exc:
+            return _render(page, form, form_errors(exc))
+        messages.success(
+            page.request, f"{user.get_username()} added as {Role(form['role']).label.lower()}."
+        )
+        return _back(page)
+    # A tenant admin gets one answer whether or not the account exists (no enumeration).
+    if not form["username"]:
+        return _render(page, form, {"username": "enter a username or email"})
     try:
-        user = find_user(form["username"])
-        tenancy_services.add_member(page.actor, page.tenant, user=user, role=form["role"])
-    except ServiceError as exc:
+        found: AbstractBaseUser | None = find_user(form["username"])
+    except InvalidInput:
+        found = None
+    try:
+        tenancy_services.add_member_quietly(page.actor, page.tenant, user=found, role=form["role"])
+    except ServiceError as exc:  # the role, or the caller's right to grant it
         return _render(page, form, form_errors(exc))
-    messages.success(
-        page.request, f"{user.get_username()} added as {Role(form['role']).label.lower()}."
-    )
+    messages.success(page.request, tenancy_services.NEUTRAL_ADD_MESSAGE)
     return _back(page)
 
 

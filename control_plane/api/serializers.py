@@ -77,12 +77,27 @@ class TenantUpdateSerializer(TenantLimitsMixin):
 
 class MembershipSerializer(serializers.ModelSerializer):
     username = serializers.CharField(source="user.get_username", read_only=True)
-    email = serializers.EmailField(source="user.email", read_only=True)
+    email = serializers.SerializerMethodField(
+        help_text="shown to operators and to the member themself; null to other members"
+    )
 
     class Meta:
         model = Membership
         fields = ["id", "username", "email", "role", "created_at"]
         read_only_fields = fields
+
+    def get_email(self, membership: Membership) -> str | None:
+        request = self.context.get("request")
+        viewer = getattr(request, "user", None)
+        if viewer is not None and (
+            getattr(viewer, "is_staff", False) or viewer.pk == membership.user_id
+        ):
+            return str(membership.user.email)
+        return None
+
+
+class DetailSerializer(serializers.Serializer):
+    detail = serializers.CharField()
 
 
 class MembershipCreateSerializer(serializers.Serializer):

@@ -33,6 +33,7 @@ from control_plane.audit.models import AuditEvent
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Topic
 from control_plane.core import ratelimit
+from control_plane.core.errors import InvalidInput
 from control_plane.core.http import client_ip
 from control_plane.groups import lag as group_lag
 from control_plane.groups import services as group_services
@@ -136,7 +137,13 @@ class TenantViewSet(
 @tenant_scoped
 @extend_schema_view(
     create=extend_schema(
-        request=s.MembershipCreateSerializer, responses={201: s.MembershipSerializer}
+        request=s.MembershipCreateSerializer,
+        responses={201: s.MembershipSerializer, 202: s.DetailSerializer},
+        description=(
+            "Operators get 201 with the membership, or a 400 naming an unknown account. "
+            "Tenant admins get 202 with the same message whether or not the account exists "
+            "or is already a member, so the answer does not tell which accounts exist."
+        ),
     ),
     partial_update=extend_schema(
         request=s.MembershipUpdateSerializer, responses=s.MembershipSerializer
@@ -160,11 +167,25 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     def create(self, request: Request, tenant_slug: str) -> Response:
         serializer = s.MembershipCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        user = tenancy_services.find_user(serializer.validated_data["username"])
-        membership = tenancy_services.add_member(
-            self.actor, self.access.tenant, user=user, role=serializer.validated_data["role"]
+        role = serializer.validated_data["role"]
+        if self.actor.is_staff:  # operators see every account anyway: precise answers
+            user = tenancy_services.find_user(serializer.validated_data["username"])
+            membership = tenancy_services.add_member(
+                self.actor, self.access.tenant, user=user, role=role
+            )
+            return Response(
+                s.MembershipSerializer(membership, context={"request": request}).data,
+                status=status.HTTP_201_CREATED,
+            )
+        # Tenant admins get one answer whether or not the account exists (no enumeration).
+        try:
+            user = tenancy_services.find_user(serializer.validated_data["username"])
+        except InvalidInput:
+            user = None
+        tenancy_services.add_member_quietly(self.actor, self.access.tenant, user=user, role=role)
+        return Response(
+            {"detail": tenancy_services.NEUTRAL_ADD_MESSAGE}, status=status.HTTP_202_ACCEPTED
         )
-        return Response(s.MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
         membership = self.get_object()
@@ -173,7 +194,7 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
         membership = tenancy_services.change_member_role(
             self.actor, membership, role=serializer.validated_data["role"]
         )
-        return Response(s.MembershipSerializer(membership).data)
+        return Response(s.MembershipSerializer(membership, context={"request": request}).data)
 
     def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
         tenancy_services.remove_member(self.actor, self.get_object())

@@ -231,6 +231,27 @@ def remove_member(actor: Actor, membership: Membership) -> None:
     membership.delete()
 
 
+# What a tenant admin is told after asking to add someone, whether or not an account with
+# that name exists or is already a member: until invitations that the invitee accepts
+# (Step 15), the answer must not tell which accounts exist.
+NEUTRAL_ADD_MESSAGE = (
+    "If an account with that username or email exists, it is now a member of this tenant."
+)
+
+
+def add_member_quietly(
+    actor: Actor, tenant: Tenant, *, user: AbstractBaseUser | None, role: str
+) -> Membership | None:
+    """``add_member`` for a caller who must not learn whether ``user`` exists: the same
+    checks of the role and the caller's rights first, then nothing for no user or an
+    existing member, the membership otherwise."""
+    _validate_role(role)
+    _actor_may_manage(actor, tenant, target_role=role)
+    if user is None or Membership.objects.filter(tenant=tenant, user=user).exists():
+        return None
+    return add_member(actor, tenant, user=user, role=role)
+
+
 def find_user(username: str, *, field: str = "username") -> AbstractBaseUser:
     user_model = get_user_model()
     try:
