@@ -201,6 +201,33 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
             False,
             "Allow an out-of-sync replica to become leader (may lose committed records).",
         ),
+        ConfigDef(
+            "compression.type",
+            str,
+            "producer",
+            "The codec batches are stored with: producer (as the producer sent them), or "
+            "uncompressed, gzip, snappy, lz4 or zstd, to which the broker recompresses "
+            "batches that arrive with another codec.",
+            choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        ),
+        ConfigDef(
+            "message.timestamp.before.max.ms",
+            int,
+            INT64_MAX,
+            "With CreateTime: how far a record's timestamp may lie before the broker's "
+            "clock, in ms; a batch with an older record is refused (INVALID_TIMESTAMP).",
+            minimum=0,
+            maximum=INT64_MAX,
+        ),
+        ConfigDef(
+            "message.timestamp.after.max.ms",
+            int,
+            INT64_MAX,
+            "With CreateTime: how far a record's timestamp may lie after the broker's "
+            "clock, in ms; a batch with a later record is refused (INVALID_TIMESTAMP).",
+            minimum=0,
+            maximum=INT64_MAX,
+        ),
     )
 }
 

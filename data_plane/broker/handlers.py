@@ -272,7 +272,11 @@ def _topic_metadata(b: Broker, topic: TopicInfo) -> dict[str, Any]:
 
 
 # Refused batches whose cause has an error code of its own (the rest: CORRUPT_MESSAGE).
-_REFUSED_BATCH = {"too_large": E.MESSAGE_TOO_LARGE, "no_key": E.INVALID_RECORD}
+_REFUSED_BATCH = {
+    "too_large": E.MESSAGE_TOO_LARGE,
+    "no_key": E.INVALID_RECORD,
+    "bad_timestamp": E.INVALID_TIMESTAMP,
+}
 
 
 def min_insync(topic: TopicInfo) -> int:

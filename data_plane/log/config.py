@@ -6,7 +6,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from data_plane.topic_config import effective_configs
+from data_plane.records.compression import Compression
+from data_plane.topic_config import INT64_MAX, effective_configs
+
+# compression.type -> the codec batches are stored with (None: as the producer sent them).
+STORED_CODEC = {
+    "producer": None,
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
 
 
 @dataclass(frozen=True)
@@ -25,6 +36,17 @@ class LogConfig:
     flush_messages: int | None = None
     flush_ms: int | None = None
     log_append_time: bool = False
+    # compression.type: the codec producer batches are stored with (None: as they came).
+    compression: Compression | None = None
+    # message.timestamp.before/after.max.ms (CreateTime only): INT64_MAX means no bound.
+    timestamp_before_max_ms: int = INT64_MAX
+    timestamp_after_max_ms: int = INT64_MAX
+
+    @property
+    def checks_timestamps(self) -> bool:
+        return not self.log_append_time and (
+            self.timestamp_before_max_ms < INT64_MAX or self.timestamp_after_max_ms < INT64_MAX
+        )
 
     @classmethod
     def from_topic_configs(cls, overrides: Mapping[str, Any], **extra: Any) -> LogConfig:
@@ -39,5 +61,8 @@ class LogConfig:
             compact="compact" in policy,
             delete="delete" in policy,
             log_append_time=c["message.timestamp.type"] == "LogAppendTime",
+            compression=STORED_CODEC[str(c["compression.type"])],
+            timestamp_before_max_ms=int(c["message.timestamp.before.max.ms"]),
+            timestamp_after_max_ms=int(c["message.timestamp.after.max.ms"]),
             **extra,
         )

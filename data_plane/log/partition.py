@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import os
 import shutil
 import struct
@@ -60,6 +61,7 @@ from data_plane.records.batch import (
     BatchHeader,
     InvalidRecordBatch,
     RecordBatch,
+    iter_batches,
     read_header,
     validate_batch,
 )
@@ -341,6 +343,10 @@ class PartitionLog:
         """
         with self._lock:
             view = memoryview(data).cast("B")
+            if assign_offsets and (
+                self.config.compression is not None or self.config.checks_timestamps
+            ):
+                view = memoryview(self._apply_topic_rules(view)).cast("B")
             headers = self._validate_all(view, assign_offsets)
             first = headers[0]
             if assign_offsets and first.producer_id >= 0 and first.base_sequence >= 0:
@@ -441,6 +447,50 @@ class PartitionLog:
         if not headers:
             raise InvalidRecordBatch("truncated", "no record batch in the data")
         return headers
+
+    def _apply_topic_rules(self, view: memoryview) -> bytes | memoryview:
+        """Producer batches under a topic's compression.type and timestamp bounds: a batch
+        with a record outside message.timestamp.before/after.max.ms is refused
+        (``bad_timestamp``); one whose codec is not the topic's is recompressed, its
+        producer id, sequence, timestamps and records unchanged (as Kafka's broker-side
+        recompression). When nothing is recompressed the bytes are returned as they came."""
+        now = self.clock()
+        target = self.config.compression
+        out: list[bytes | memoryview] = []
+        changed = False
+        pos = 0
+        for header in iter_batches(view):
+            raw = view[pos : pos + header.size]
+            pos += header.size
+            if header.is_control:
+                out.append(raw)
+                continue
+            recompress = target is not None and header.compression != target
+            if not (recompress or self.config.checks_timestamps):
+                out.append(raw)
+                continue
+            batch = RecordBatch.decode(raw)
+            if self.config.checks_timestamps:
+                self._check_timestamps(batch, now)
+            if recompress and target is not None:
+                out.append(dataclasses.replace(batch, compression=target).encode())
+                changed = True
+            else:
+                out.append(raw)
+        return b"".join(out) if changed else view
+
+    def _check_timestamps(self, batch: RecordBatch, now: int) -> None:
+        earliest = now - self.config.timestamp_before_max_ms
+        latest = now + self.config.timestamp_after_max_ms
+        for index, record in enumerate(batch.records):
+            if not earliest <= record.timestamp <= latest:
+                side = "before" if record.timestamp < earliest else "after"
+                raise InvalidRecordBatch(
+                    "bad_timestamp",
+                    f"record {index} has timestamp {record.timestamp}, too far {side} the "
+                    f"broker's time {now} (message.timestamp.{side}.max.ms)",
+                    record_index=index,
+                )
 
     def _require_keys(self, batch: memoryview) -> None:
         """A compacted log keeps the latest record per key, so a record without a key has

@@ -216,3 +216,49 @@ def ops_without_cluster(kafka, name):
     admin = AdminClient(confluent_conf(kafka, kafka.reader_a))
     topics = admin.describe_topics(TopicCollection([name]), include_authorized_operations=True)
     return set(topics[name].result(20).authorized_operations or []), None, None
+
+
+def test_a_topics_compression_type_is_what_is_stored(kafka):
+    """compression.type=zstd: an lz4 producer's batches are stored as zstd (read from the
+    segment files) and consumers read the same records."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.broker.test_clients import assert_stored_with
+
+    name = topic_name("zstd")
+    admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+    admin.create_topics([NewTopic(name, 1, 1, config={"compression.type": "zstd"})])[name].result(
+        20
+    )
+    producer = Producer(
+        confluent_conf(kafka, kafka.admin_a, **{"compression.type": "lz4", "linger.ms": 5})
+    )
+    for i in range(2000):
+        producer.produce(name, key=b"k%d" % (i % 10), value=b"value %d " % i * 10)
+    assert producer.flush(30) == 0
+    assert_stored_with(kafka, name, "zstd")
+    got = confluent_consume(kafka, kafka.admin_a, name, 1, 2000)
+    assert [m.value() for m in got] == [b"value %d " % i * 10 for i in range(2000)]
+
+
+def test_records_outside_the_topics_timestamp_bounds_are_invalid_timestamp(kafka):
+    import time
+
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = topic_name("ts")
+    admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+    configs = {"message.timestamp.before.max.ms": "3600000"}
+    admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(20)
+    producer = Producer(confluent_conf(kafka, kafka.admin_a))
+    results = []
+    day_ago = int(time.time() * 1000) - 86_400_000
+    producer.produce(name, b"old", timestamp=day_ago, on_delivery=lambda e, m: results.append(e))
+    assert producer.flush(30) == 0
+    producer.produce(name, b"new", on_delivery=lambda e, m: results.append(e))
+    assert producer.flush(30) == 0
+    assert results[0] is not None and results[0].code() == KafkaError.INVALID_TIMESTAMP
+    assert results[1] is None
+    assert [m.value() for m in confluent_consume(kafka, kafka.admin_a, name, 1, 1)] == [b"new"]
