@@ -8,7 +8,9 @@ address (a shared NAT, say) is answered at once, so valid keys are never locked 
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 
 FIRST_DELAY_SECONDS = 0.1
@@ -37,3 +39,48 @@ class FailureDelays:
         self._failures[address] = (count, since)
         first = min(FIRST_DELAY_SECONDS, self._max_delay)
         return float(min(first * 2 ** (count - 1), self._max_delay))
+
+
+class MemoryPool:
+    """Bytes of requests in flight, broker-wide (Kafka's ``queued.max.request.bytes``).
+
+    A connection reserves a request's whole announced size before it reads the body, and
+    gives it back once the request is answered. When the pool is empty the connection
+    waits before reading on (TCP pushes back on the client), so all connections together,
+    authenticated or not, hold at most ``capacity`` bytes of requests, instead of up to
+    ``max_request_bytes`` each. Reserving the whole size up front means a request that got
+    its bytes can always be completed: partial reservations could deadlock. Waiters are
+    served in order. A request larger than the pool waits for the whole pool.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.available = capacity
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    async def acquire(self, size: int) -> int:
+        """Reserve ``size`` bytes (at most the capacity); returns what was reserved."""
+        size = min(size, self.capacity)
+        if not self._waiters and self.available >= size:
+            self.available -= size
+            return size
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((size, future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release(size)  # granted as we were cancelled: give it back
+            else:
+                self._waiters.remove((size, future))
+            raise
+        return size
+
+    def release(self, size: int) -> None:
+        self.available = min(self.capacity, self.available + size)
+        while self._waiters and self._waiters[0][0] <= self.available:
+            wanted, future = self._waiters.popleft()
+            if future.cancelled():
+                continue
+            self.available -= wanted
+            future.set_result(None)

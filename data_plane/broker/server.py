@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 
 from data_plane.broker import group_handlers, handlers
 from data_plane.broker.heartbeat import Heartbeat
-from data_plane.broker.limits import FailureDelays
+from data_plane.broker.limits import FailureDelays, MemoryPool
 from data_plane.broker.metrics import BrokerMetrics, BrokerState, HealthServer
 from data_plane.broker.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
 from data_plane.broker.ports import MetadataStore
@@ -116,6 +116,9 @@ class BrokerConfig:
     scram_iterations: int = 4096
     auth_timeout_seconds: float = 10.0
     failed_auth_max_delay_seconds: float = 5.0  # the back-off's ceiling (limits.py)
+    # Bytes of requests in flight on this broker, all connections together (Kafka's
+    # queued.max.request.bytes; limits.MemoryPool).
+    queued_max_request_bytes: int = 500 * 2**20
     idle_timeout_seconds: float = 600.0
     max_connections_per_ip: int = 1000
     max_connections_per_tenant: int = 10_000
@@ -138,6 +141,7 @@ class Broker:
         self._per_ip: Counter[str] = Counter()
         self._per_tenant: Counter[int] = Counter()
         self._auth_failures = FailureDelays(max_delay=config.failed_auth_max_delay_seconds)
+        self.request_memory = MemoryPool(config.queued_max_request_bytes)
         self._refusals_logged: dict[tuple[str, str], float] = {}
         self._stopping = threading.Event()
         self._refresh_thread: threading.Thread | None = None
@@ -692,6 +696,7 @@ class Connection:
         self._closing = False
         self._waiting_for_bytes = False
         self.counted_tenant: int | None = None  # counted against its tenant's limit
+        self._reserved = 0  # bytes of the broker's request pool this connection holds
         self._opened = time.monotonic()
 
     def request_close(self) -> None:
@@ -717,12 +722,19 @@ class Connection:
             while not self._closing:
                 frame = self.frames.next_frame()
                 if frame is None:
-                    # Large frames (producer batches) arrive in as few reads as the
-                    # transport allows; the cap was checked when the size arrived.
                     self._waiting_for_bytes = True
                     try:
-                        # asyncio.timeout: a timer handle, no task per read (hot path).
+                        # One deadline for both waits (asyncio.timeout: a timer handle, no
+                        # task per read on this hot path).
                         async with asyncio.timeout(self._read_timeout()):
+                            # Reserve the whole request before reading its body
+                            # (limits.MemoryPool), then read: large frames (producer
+                            # batches) arrive in as few reads as the transport allows.
+                            pending = self.frames.pending_size
+                            if pending > self._reserved:
+                                self._reserved += await self.broker.request_memory.acquire(
+                                    pending - self._reserved
+                                )
                             data = await self.reader.read(max(65536, self.frames.missing))
                     except TimeoutError:
                         why = (
@@ -738,7 +750,11 @@ class Connection:
                         break
                     self.frames.feed(data)
                     continue
-                if not await self._serve(frame):
+                keep = await self._serve(frame)
+                if self._reserved:  # answered: the next request reserves its own size
+                    self.broker.request_memory.release(self._reserved)
+                    self._reserved = 0
+                if not keep:
                     break
         except ProtocolError as exc:
             logger.warning("closing %s: malformed request: %s", self.host, exc)
@@ -748,6 +764,9 @@ class Connection:
             if not self._closing:
                 raise  # not our graceful close: let the cancellation through
         finally:
+            if self._reserved:
+                self.broker.request_memory.release(self._reserved)
+                self._reserved = 0
             with contextlib.suppress(Exception):
                 self.writer.close()
 

@@ -57,6 +57,14 @@ class FrameReader:
         return len(self._buf)
 
     @property
+    def pending_size(self) -> int:
+        """The whole size (prefix included) of the frame being buffered; 0 if unknown."""
+        if len(self._buf) < 4:
+            return 0
+        (size,) = _SIZE.unpack_from(self._buf, 0)
+        return 4 + int(size)
+
+    @property
     def missing(self) -> int:
         """Bytes still to come for the frame being buffered (0 if its size is unknown)."""
         if len(self._buf) < 4:

@@ -11,13 +11,14 @@ import pytest
 
 from data_plane.broker.limits import MAX_DELAY_SECONDS, FailureDelays
 from data_plane.protocol.errors import ErrorCode
+from data_plane.records import Record, RecordBatch
 from tests.broker.conftest import _brokers, confluent_conf
 from tests.broker.test_clients import confluent_consume, confluent_create, topic_name
 from tests.broker.test_wire import SASL_AUTH, SASL_HANDSHAKE, RawClient, assert_broker_healthy
 
 pytestmark = pytest.mark.django_db
 
-PER_IP, PER_TENANT = 30, 6
+PER_IP, PER_TENANT, POOL = 30, 6, 2**20
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,7 @@ def limited(django_db_setup, django_db_blocker, tmp_path_factory):
         "MILLRACE_BROKER_CONNECTIONS_MAX_IDLE_MS": "3000",
         "MILLRACE_BROKER_MAX_CONNECTIONS_PER_IP": str(PER_IP),
         "MILLRACE_BROKER_MAX_CONNECTIONS_PER_TENANT": str(PER_TENANT),
+        "MILLRACE_BROKER_QUEUED_MAX_REQUEST_BYTES": str(POOL),
     }
     for envs in _brokers(django_db_blocker, tmp_path_factory, 1, extra_env=extra):
         yield envs[0]
@@ -154,3 +156,71 @@ def test_failed_logins_from_one_address_back_off_and_others_do_not():
 def test_the_back_off_has_a_configurable_ceiling():
     delays = FailureDelays(clock=lambda: 0.0, max_delay=0.3)
     assert [delays.failed("10.0.0.9") for _ in range(4)] == [0.1, 0.2, 0.3, 0.3]
+
+
+def test_the_request_pool_makes_readers_wait_and_serves_them_in_order():
+    import asyncio
+
+    from data_plane.broker.limits import MemoryPool
+
+    async def scenario():
+        pool = MemoryPool(100)
+        assert await pool.acquire(60) == 60
+        order = []
+
+        async def take(name, size):
+            got = await pool.acquire(size)
+            order.append(name)
+            return got
+
+        first = asyncio.create_task(take("first", 50))
+        second = asyncio.create_task(take("second", 10))  # fits, but waits its turn
+        await asyncio.sleep(0.05)
+        assert order == [] and pool.available == 40
+        pool.release(60)
+        assert await first == 50 and await second == 10
+        assert order == ["first", "second"] and pool.available == 40
+        big = asyncio.create_task(take("big", 1000))  # more than the pool: all of it
+        await asyncio.sleep(0.05)
+        assert not big.done()
+        pool.release(60)
+        assert await big == 100 and pool.available == 0
+        cancelled = asyncio.create_task(take("cancelled", 10))
+        await asyncio.sleep(0.05)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        pool.release(100)
+        assert pool.available == 100  # a cancelled waiter holds nothing
+
+    asyncio.run(scenario())
+
+
+def test_requests_in_flight_share_one_pool_and_wait_for_room(limited):
+    """A connection that announces a request of nearly the whole pool and sends only part
+    of it holds that much; another client's request waits for room (its bytes are not read),
+    and is served once the hog is gone. The broker never buffers more than the pool."""
+    name = topic_name("pool")
+    confluent_create(limited, limited.admin_a, name, partitions=1)
+    hog = RawClient(limited)
+    hog.login(limited.admin_a)
+    hog.sock.sendall(struct.pack(">i", POOL - 1000) + b"\0" * 1000)  # most of the pool
+    time.sleep(0.5)  # the broker reads the size and reserves it
+    waiter = RawClient(limited)
+    waiter.login(limited.admin_a)
+    batch = RecordBatch(0, tuple(Record(i, 1, None, b"x" * 1000) for i in range(100)))
+    body = {
+        "acks": 1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": name, "partition_data": [{"index": 0, "records": batch.encode()}]}],
+    }
+    waiter.send_request(0, 8, body)
+    waiter.sock.settimeout(2)
+    with pytest.raises(TimeoutError):
+        waiter.sock.recv(1)  # no room in the pool: not even read yet
+    hog.close()
+    waiter.sock.settimeout(30)
+    size = struct.unpack(">i", waiter._recv(4))[0]
+    assert len(waiter._recv(size)) == size  # answered once the hog's bytes were freed
+    waiter.close()
+    assert len(confluent_consume(limited, limited.admin_a, name, 1, 100)) == 100

@@ -121,6 +121,7 @@ class Command(BaseCommand):
             failed_auth_max_delay_seconds=settings.MILLRACE_BROKER_FAILED_AUTH_MAX_DELAY_MS / 1000,
             idle_timeout_seconds=settings.MILLRACE_BROKER_CONNECTIONS_MAX_IDLE_MS / 1000,
             max_connections_per_ip=settings.MILLRACE_BROKER_MAX_CONNECTIONS_PER_IP,
+            queued_max_request_bytes=settings.MILLRACE_BROKER_QUEUED_MAX_REQUEST_BYTES,
             max_connections_per_tenant=settings.MILLRACE_BROKER_MAX_CONNECTIONS_PER_TENANT,
         )
         store = DjangoMetadataStore(allow_anonymous=options["allow_anonymous"])
