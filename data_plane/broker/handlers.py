@@ -271,6 +271,13 @@ def _topic_metadata(b: Broker, topic: TopicInfo) -> dict[str, Any]:
 # --- Produce ------------------------------------------------------------------------------
 
 
+# CreateTopics/CreatePartitions with replica assignments, from a tenant: the service places
+# replicas (racks apart, evenly); operators move them with the REST reassignment API.
+MANAGED_PLACEMENT = (
+    "replica placement is managed by Millrace: omit the replica assignments (operators "
+    "move replicas with POST /api/v1/cluster/reassignments/)"
+)
+
 # Refused batches whose cause has an error code of its own (the rest: CORRUPT_MESSAGE).
 _REFUSED_BATCH = {
     "too_large": E.MESSAGE_TOO_LARGE,
@@ -706,8 +713,7 @@ async def handle_create_topics(ctx: Context, req: dict[str, Any]) -> dict[str, A
             entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
             continue
         if t.get("assignments"):
-            entry["error_code"] = E.INVALID_REQUEST
-            entry["error_message"] = "manual replica assignment is not supported"
+            entry["error_code"], entry["error_message"] = E.POLICY_VIOLATION, MANAGED_PLACEMENT
             continue
         partitions = (
             t["num_partitions"]
@@ -778,8 +784,7 @@ async def handle_create_partitions(ctx: Context, req: dict[str, Any]) -> dict[st
         elif not ctx.may(Operation.ALTER, T, name):
             entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
         elif t.get("assignments"):
-            entry["error_code"] = E.INVALID_REQUEST
-            entry["error_message"] = "manual replica assignment is not supported"
+            entry["error_code"], entry["error_message"] = E.POLICY_VIOLATION, MANAGED_PLACEMENT
         else:
             try:
                 await b.call_store(

@@ -63,6 +63,10 @@ FOOTER = """
   (never the broker's path), holding only the tenant's partitions on that broker;
   `total_bytes` is the tenant's storage limit and `usable_bytes` what is left of it there
   (not the disk's totals).
+- **Replica assignments** in CreateTopics and CreatePartitions are refused for tenants
+  with `POLICY_VIOLATION` (44) and a message saying that Millrace places replicas
+  (evenly, racks apart); operators move replicas with the REST reassignment API
+  (`/api/v1/cluster/reassignments/`). No Kafka-protocol principal is an operator.
 - **DeleteRecords**: offset -1 means "up to the high watermark"; any other negative offset
   answers `OFFSET_OUT_OF_RANGE` (1).
 - **Transactions** are not served yet: FindCoordinator for a transactional id answers

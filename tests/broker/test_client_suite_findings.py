@@ -262,3 +262,22 @@ def test_records_outside_the_topics_timestamp_bounds_are_invalid_timestamp(kafka
     assert results[0] is not None and results[0].code() == KafkaError.INVALID_TIMESTAMP
     assert results[1] is None
     assert [m.value() for m in confluent_consume(kafka, kafka.admin_a, name, 1, 1)] == [b"new"]
+
+
+def test_tenants_get_a_clear_answer_for_manual_replica_assignments(kafka):
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+    name = topic_name("placed")
+    placed = NewTopic(name, num_partitions=2, replica_assignment=[[1], [1]])
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([placed])[name].result(20)
+    error = refused.value.args[0]
+    assert error.code() == KafkaError.POLICY_VIOLATION
+    assert "replica placement is managed by Millrace" in error.str()
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)  # nothing was left behind
+    grow = NewPartitions(name, 2, replica_assignment=[[1]])
+    with pytest.raises(KafkaException) as refused:
+        admin.create_partitions([grow])[name].result(20)
+    assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
