@@ -202,6 +202,32 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
             "Allow an out-of-sync replica to become leader (may lose committed records).",
         ),
         ConfigDef(
+            "delete.retention.ms",
+            int,
+            86_400_000,
+            "On compacted topics: how long a tombstone (a record with a null value) is kept "
+            "after its segment was cleaned, so that consumers can see the deletion.",
+            minimum=0,
+            maximum=INT64_MAX,
+        ),
+        ConfigDef(
+            "segment.index.bytes",
+            int,
+            10 * 2**20,
+            "Size of each segment's offset and time index files; a full index rolls the segment.",
+            minimum=4096,
+            maximum=INT32_MAX,
+        ),
+        ConfigDef(
+            "file.delete.delay.ms",
+            int,
+            60_000,
+            "How long the files of a deleted segment stay on disk (renamed *.deleted) "
+            "before they are removed.",
+            minimum=0,
+            maximum=INT64_MAX,
+        ),
+        ConfigDef(
             "compression.type",
             str,
             "producer",

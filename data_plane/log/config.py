@@ -36,6 +36,8 @@ class LogConfig:
     flush_messages: int | None = None
     flush_ms: int | None = None
     log_append_time: bool = False
+    # file.delete.delay.ms: how long a deleted segment's renamed files are kept.
+    file_delete_delay_ms: int = 60_000
     # compression.type: the codec producer batches are stored with (None: as they came).
     compression: Compression | None = None
     # message.timestamp.before/after.max.ms (CreateTime only): INT64_MAX means no bound.
@@ -62,6 +64,9 @@ class LogConfig:
             delete="delete" in policy,
             log_append_time=c["message.timestamp.type"] == "LogAppendTime",
             compression=STORED_CODEC[str(c["compression.type"])],
+            delete_retention_ms=int(c["delete.retention.ms"]),
+            max_index_bytes=int(c["segment.index.bytes"]),
+            file_delete_delay_ms=int(c["file.delete.delay.ms"]),
             timestamp_before_max_ms=int(c["message.timestamp.before.max.ms"]),
             timestamp_after_max_ms=int(c["message.timestamp.after.max.ms"]),
             **extra,

@@ -64,14 +64,12 @@ class LogManager:
         config_for: ConfigLookup,
         *,
         clock: Clock = wall_clock_ms,
-        file_delete_delay_ms: int = 60_000,
         cleaner_io_bytes_per_second: int | None = 50 * 2**20,
         recovery_threads: int = 4,
     ) -> None:
         self.data_dir = data_dir
         self.config_for = config_for
         self.clock = clock
-        self.file_delete_delay_ms = file_delete_delay_ms
         self.cleaner_io_bytes_per_second = cleaner_io_bytes_per_second
         self.recovery_threads = recovery_threads
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -135,7 +133,7 @@ class LogManager:
                     report.records_compacted += result.records_removed
                 if log.config.flush_ms is not None:
                     log._maybe_flush(now)
-                report.files_purged += log.purge_deleted(delay_ms=self.file_delete_delay_ms)
+                report.files_purged += log.purge_deleted(delay_ms=log.config.file_delete_delay_ms)
             except OSError:
                 logger.exception("maintenance of %s failed; will retry", tp.dirname)
         return report

@@ -14,8 +14,9 @@ DAY = 24 * 3600 * 1000
 def test_layout_open_all_and_maintenance(tmp_path):
     clock = Clock(0)
     topic = uuid.uuid4()
-    configs = {topic: LogConfig(segment_bytes=1500, retention_ms=DAY)}
-    manager = LogManager(tmp_path, configs.__getitem__, clock=clock, file_delete_delay_ms=0)
+    # file.delete.delay.ms 0: deleted segments' files go in the same maintenance pass.
+    configs = {topic: LogConfig(segment_bytes=1500, retention_ms=DAY, file_delete_delay_ms=0)}
+    manager = LogManager(tmp_path, configs.__getitem__, clock=clock)
     tps = [TopicPartition(topic, p) for p in range(3)]
     for tp in tps:
         log = manager.get_or_create(tp)
@@ -26,7 +27,7 @@ def test_layout_open_all_and_maintenance(tmp_path):
     (tmp_path / "not-a-partition").mkdir()
     manager.close_all()
 
-    reopened = LogManager(tmp_path, configs.__getitem__, clock=clock, file_delete_delay_ms=0)
+    reopened = LogManager(tmp_path, configs.__getitem__, clock=clock)
     assert sorted(reopened.open_all(), key=lambda tp: tp.partition) == tps
     assert all(reopened.get(tp).opened_cleanly for tp in tps)
     for tp in tps:
@@ -51,4 +52,25 @@ def test_background_maintenance_starts_and_stops(tmp_path):
     manager = LogManager(tmp_path, lambda _: LogConfig(), clock=Clock(0))
     manager.start(interval_seconds=0.01)
     manager.stop()
+    manager.close_all()
+
+
+def test_file_delete_delay_is_the_topics(tmp_path):
+    clock = Clock(0)
+    topic = uuid.uuid4()
+    delay = 5 * 60_000
+    configs = {topic: LogConfig(segment_bytes=1500, retention_ms=DAY, file_delete_delay_ms=delay)}
+    manager = LogManager(tmp_path, configs.__getitem__, clock=clock)
+    tp = TopicPartition(topic, 0)
+    log = manager.get_or_create(tp)
+    for _ in range(30):
+        log.append(batch(2, ts=0, size=40))
+    log.update_high_watermark(log.log_end_offset)
+    clock.now = 10 * DAY
+    first = manager.run_maintenance()
+    assert first.segments_deleted > 0 and first.files_purged == 0  # renamed, kept
+    clock.now += delay - 1
+    assert manager.run_maintenance().files_purged == 0
+    clock.now += 1
+    assert manager.run_maintenance().files_purged > 0
     manager.close_all()

@@ -72,3 +72,20 @@ def test_log_append_time_topics_do_not_judge_producer_timestamps(tmp_path):
     log = open_log(tmp_path / "p", config, Clock(NOW))
     log.append(producer_batch(Compression.NONE, timestamps=(1, 2, 3)))
     assert log.log_end_offset == 3
+
+
+def test_topic_configs_reach_the_log():
+    config = LogConfig.from_topic_configs(
+        {
+            "delete.retention.ms": 1234,
+            "segment.index.bytes": 8192,
+            "file.delete.delay.ms": 0,
+            "compression.type": "lz4",
+            "message.timestamp.before.max.ms": 10,
+        }
+    )
+    assert (config.delete_retention_ms, config.max_index_bytes) == (1234, 8192)
+    assert config.file_delete_delay_ms == 0 and config.compression is Compression.LZ4
+    assert config.checks_timestamps
+    defaults = LogConfig.from_topic_configs({})
+    assert defaults.compression is None and not defaults.checks_timestamps
