@@ -126,6 +126,20 @@ def _normalize_cleanup_policy(raw: str) -> str:
     return ",".join(p for p in ("delete", "compact") if p in parts)
 
 
+def _normalize_ratio(raw: str) -> str:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidConfig(
+            "min.cleanable.dirty.ratio", "min.cleanable.dirty.ratio must be a number"
+        ) from None
+    if not 0.0 <= value <= 1.0:
+        raise InvalidConfig(
+            "min.cleanable.dirty.ratio", "min.cleanable.dirty.ratio must be between 0 and 1"
+        )
+    return repr(value)
+
+
 _WEEK_MS = 7 * 24 * 3600 * 1000
 
 TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
@@ -200,6 +214,33 @@ TOPIC_CONFIGS: Mapping[str, ConfigDef] = {
             bool,
             False,
             "Allow an out-of-sync replica to become leader (may lose committed records).",
+        ),
+        ConfigDef(
+            "min.compaction.lag.ms",
+            int,
+            0,
+            "On compacted topics: records younger than this (by timestamp) are never "
+            "compacted away, so consumers can see every update for at least this long.",
+            minimum=0,
+            maximum=INT64_MAX,
+        ),
+        ConfigDef(
+            "max.compaction.lag.ms",
+            int,
+            INT64_MAX,
+            "On compacted topics: the longest a record may stay uncompacted; the active "
+            "segment is rolled once its first record is this old, so it can be cleaned.",
+            minimum=1,
+            maximum=INT64_MAX,
+        ),
+        ConfigDef(
+            "min.cleanable.dirty.ratio",
+            str,
+            "0.5",
+            "On compacted topics: the cleaner runs only when at least this share (0 to 1) "
+            "of the cleanable log has not been compacted yet (max.compaction.lag.ms "
+            "overrides it).",
+            normalize=_normalize_ratio,
         ),
         ConfigDef(
             "delete.retention.ms",

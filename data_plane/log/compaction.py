@@ -25,6 +25,7 @@ swap, and the swap checks that the segments it replaces are still the log's.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import shutil
 import time
 from collections.abc import Callable
@@ -78,22 +79,50 @@ def compact(
 ) -> CompactionResult:
     throttle = _Throttle(io_bytes_per_second, sleep)
     with log._lock:
-        candidates = [
+        sealed = [
             s
             for i, s in enumerate(log.segments[:-1])
             if log.segments[i + 1].base_offset <= log.high_watermark
         ]
+    candidates = cleanable(log, sealed, now_ms)
     if not candidates:
         return CompactionResult(0, 0, 0, 0)
     latest, covered = _build_offset_map(candidates, max_keys, throttle)
     if not covered:
         return CompactionResult(0, 0, 0, 0)
     horizon = now_ms - log.config.delete_retention_ms
+    cleaned_to = covered[-1].next_offset  # read now: cleaning replaces these segments
     removed = before = after = 0
     for group in _groups(covered, log.config.segment_bytes):
         r, b, a = _clean_group(log, group, latest, horizon, throttle)
         removed, before, after = removed + r, before + b, after + a
+    log.cleaner_offset = max(log.cleaner_offset, cleaned_to)
     return CompactionResult(len(covered), removed, before, after)
+
+
+def cleanable(log: PartitionLog, sealed: list[LogSegment], now_ms: int) -> list[LogSegment]:
+    """The sealed segments this pass may clean, or none, as Kafka's cleaner decides:
+
+    * ``min.compaction.lag.ms``: only the oldest segments whose newest record is at least
+      that old (records younger than the lag keep every update);
+    * ``min.cleanable.dirty.ratio``: only when that share of those segments' bytes has
+      not been cleaned yet (what lies at or past ``log.cleaner_offset``, in memory: after
+      a restart everything counts as dirty once);
+    * ``max.compaction.lag.ms``: a dirty segment older than that is cleaned whatever the
+      ratio says.
+    """
+    config = log.config
+    if config.min_compaction_lag_ms > 0:
+        cutoff = now_ms - config.min_compaction_lag_ms
+        sealed = list(itertools.takewhile(lambda s: s.max_timestamp <= cutoff, sealed))
+    total = sum(s.size for s in sealed)
+    if total == 0:
+        return []
+    dirty = [s for s in sealed if s.base_offset >= log.cleaner_offset]
+    overdue = any(now_ms - s.created_ms >= config.max_compaction_lag_ms for s in dirty)
+    if sum(s.size for s in dirty) / total < config.min_cleanable_dirty_ratio and not overdue:
+        return []
+    return sealed
 
 
 def _build_offset_map(

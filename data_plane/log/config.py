@@ -36,6 +36,10 @@ class LogConfig:
     flush_messages: int | None = None
     flush_ms: int | None = None
     log_append_time: bool = False
+    # Compaction: min/max.compaction.lag.ms and min.cleanable.dirty.ratio (Kafka's).
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = INT64_MAX
+    min_cleanable_dirty_ratio: float = 0.5
     # file.delete.delay.ms: how long a deleted segment's renamed files are kept.
     file_delete_delay_ms: int = 60_000
     # compression.type: the codec producer batches are stored with (None: as they came).
@@ -65,6 +69,9 @@ class LogConfig:
             log_append_time=c["message.timestamp.type"] == "LogAppendTime",
             compression=STORED_CODEC[str(c["compression.type"])],
             delete_retention_ms=int(c["delete.retention.ms"]),
+            min_compaction_lag_ms=int(c["min.compaction.lag.ms"]),
+            max_compaction_lag_ms=int(c["max.compaction.lag.ms"]),
+            min_cleanable_dirty_ratio=float(str(c["min.cleanable.dirty.ratio"])),
             max_index_bytes=int(c["segment.index.bytes"]),
             file_delete_delay_ms=int(c["file.delete.delay.ms"]),
             timestamp_before_max_ms=int(c["message.timestamp.before.max.ms"]),

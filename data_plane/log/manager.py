@@ -129,6 +129,9 @@ class LogManager:
                 now = self.clock()
                 report.segments_deleted += apply_retention(log, now)
                 if log.config.compact:
+                    active = log.segments[-1]
+                    if active.size and now - active.created_ms >= log.config.max_compaction_lag_ms:
+                        log.roll(now)  # max.compaction.lag.ms: make it cleanable
                     result = compact(log, now, io_bytes_per_second=self.cleaner_io_bytes_per_second)
                     report.records_compacted += result.records_removed
                 if log.config.flush_ms is not None:

@@ -136,6 +136,8 @@ class PartitionLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.high_watermark = 0
+        # Compaction has cleaned everything before this offset (in memory; see compaction).
+        self.cleaner_offset = 0
         self.recovery_point = 0
         self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCHS)
         self.producers = ProducerStateManager()

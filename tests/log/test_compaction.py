@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 from data_plane.log.compaction import compact
@@ -60,7 +61,11 @@ def write_latest(records_by_offset):
 
 def test_tombstones_are_kept_until_delete_retention_passes(tmp_path):
     clock = Clock(0)
-    log = open_log(tmp_path / "p", CONFIG, clock)
+    # Ratio 0: the second pass runs although nothing new was written (with Kafka's 0.5 the
+    # tombstone goes at the first pass after the horizon that new writes make worthwhile).
+    log = open_log(
+        tmp_path / "p", dataclasses.replace(CONFIG, min_cleanable_dirty_ratio=0.0), clock
+    )
     write_history(log, rounds=6)
     log.append(batch(1, ts=7000, keys=[b"k0"], values=[None]))  # delete k0
     write_history(log, rounds=0)
@@ -169,3 +174,21 @@ def test_a_compacted_log_refuses_a_keyless_record_and_stores_nothing_of_its_batc
         raise AssertionError("a keyless record was accepted by a compacted log")
     assert log.log_end_offset == 2
     assert log.append(batch(2, keys=[b"a", b"b"])).first_offset == 2  # still usable
+
+
+def test_the_cleaner_waits_for_the_dirty_ratio_and_the_compaction_lag(tmp_path):
+    clock = Clock(0)
+    log = open_log(tmp_path / "p", CONFIG, clock)
+    write_history(log)
+    first = compact(log, clock.now)
+    assert first.segments_cleaned > 0  # everything was dirty
+    assert compact(log, clock.now).segments_cleaned == 0  # nothing new: below the ratio
+    # min.compaction.lag.ms: segments with records younger than the lag are left alone.
+    young = open_log(
+        tmp_path / "q", dataclasses.replace(CONFIG, min_compaction_lag_ms=10_000), clock
+    )
+    write_history(young)
+    clock.now = min(s.max_timestamp for s in young.segments) + 5_000  # all too young
+    assert compact(young, clock.now).segments_cleaned == 0
+    clock.now = max(s.max_timestamp for s in young.segments) + 10_000  # all old enough
+    assert compact(young, clock.now).segments_cleaned > 0

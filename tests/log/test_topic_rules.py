@@ -89,3 +89,34 @@ def test_topic_configs_reach_the_log():
     assert config.checks_timestamps
     defaults = LogConfig.from_topic_configs({})
     assert defaults.compression is None and not defaults.checks_timestamps
+
+
+def test_dirty_ratio_is_validated_like_kafkas():
+    from data_plane.topic_config import InvalidConfig, parse_config_value
+
+    assert parse_config_value("min.cleanable.dirty.ratio", "0.25") == "0.25"
+    for bad in ("abc", "1.5", "-0.1"):
+        with pytest.raises(InvalidConfig):
+            parse_config_value("min.cleanable.dirty.ratio", bad)
+
+
+def test_max_compaction_lag_rolls_the_active_segment_so_it_can_be_cleaned(tmp_path):
+    import uuid
+
+    from data_plane.log.manager import LogManager, TopicPartition
+
+    clock = Clock(0)
+    topic = uuid.uuid4()
+    config = LogConfig(compact=True, delete=False, max_compaction_lag_ms=60_000)
+    manager = LogManager(tmp_path, {topic: config}.__getitem__, clock=clock)
+    log = manager.get_or_create(TopicPartition(topic, 0))
+    for i in range(10):
+        log.append(producer_batch(Compression.NONE, timestamps=(i,), producer_id=-1))
+    log.update_high_watermark(log.log_end_offset)
+    manager.run_maintenance()
+    assert len(log.segments) == 1  # young: still the active segment
+    clock.now = 60_000
+    report = manager.run_maintenance()
+    assert len(log.segments) == 2 and report.records_compacted >= 0
+    assert log.cleaner_offset == 10  # the rolled segment was cleaned
+    manager.close_all()
