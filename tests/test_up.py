@@ -58,6 +58,24 @@ class Output:
         raise AssertionError(f"{pattern!r} not seen within {timeout}s:\n{self.text()[-4000:]}")
 
 
+def _enqueue_a_task(env: dict[str, str]) -> None:
+    """Enqueue Celery's audit pruning from another process, as beat or the web tier does."""
+    subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "from control_plane.audit.tasks import prune_audit_events; prune_audit_events.delay()",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
+
+
 @pytest.mark.slow
 def test_up_serves_console_runs_worker_and_stops_cleanly(tmp_path):
     port, broker_port = free_port(), free_port()
@@ -91,21 +109,7 @@ def test_up_serves_console_runs_worker_and_stops_cleanly(tmp_path):
         assert "No topics yet" in response.read().decode()
 
         # A task enqueued by another process reaches the worker through the data dir.
-        subprocess.run(
-            [
-                sys.executable,
-                "manage.py",
-                "shell",
-                "-c",
-                "from control_plane.audit.tasks import prune_audit_events; "
-                "prune_audit_events.delay()",
-            ],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            timeout=60,
-            capture_output=True,
-        )
+        _enqueue_a_task(env)
         out.wait_for(r"millrace\.audit\.prune_audit_events\[[^\]]+\] succeeded", timeout=30)
 
         # The broker serves the default tenant to an unauthenticated Kafka client.
@@ -220,21 +224,7 @@ def test_a_child_that_dies_is_restarted_and_the_rest_keep_running(tmp_path):
         after = _children_of(proc.pid)
         assert after["web"] == children["web"] and after["broker"] == children["broker"]
         assert after["worker"] != children["worker"]
-        subprocess.run(
-            [
-                sys.executable,
-                "manage.py",
-                "shell",
-                "-c",
-                "from control_plane.audit.tasks import prune_audit_events; "
-                "prune_audit_events.delay()",
-            ],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            timeout=60,
-            capture_output=True,
-        )
+        _enqueue_a_task(env)
         out.wait_for(r"millrace\.audit\.prune_audit_events\[[^\]]+\] succeeded", timeout=60)
         assert proc.poll() is None
     finally:

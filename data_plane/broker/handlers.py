@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from data_plane import internal_auth
 from data_plane.acl import (
     CLUSTER_RESOURCE_NAME,
+    VALID_OPERATIONS,
     AclBinding,
     InvalidAclBinding,
     Operation,
@@ -109,29 +110,6 @@ def partition_log(
 
 # --- authorized operations (KIP-430) -------------------------------------------------------
 
-# The operations Kafka reports per resource type (its AclOperation codes, as bits).
-_REPORTED_OPERATIONS = {
-    ResourceType.TOPIC: (
-        Operation.READ,
-        Operation.WRITE,
-        Operation.CREATE,
-        Operation.DELETE,
-        Operation.ALTER,
-        Operation.DESCRIBE,
-        Operation.DESCRIBE_CONFIGS,
-        Operation.ALTER_CONFIGS,
-    ),
-    ResourceType.GROUP: (Operation.READ, Operation.DELETE, Operation.DESCRIBE),
-    ResourceType.CLUSTER: (
-        Operation.CREATE,
-        Operation.ALTER,
-        Operation.DESCRIBE,
-        Operation.DESCRIBE_CONFIGS,
-        Operation.ALTER_CONFIGS,
-        Operation.IDEMPOTENT_WRITE,
-    ),
-}
-
 
 def authorized_operations(ctx: Context, rtype: ResourceType, name: str, wanted: bool) -> int:
     """KIP-430's bit field of what the caller may do with a resource (bit n: AclOperation
@@ -139,7 +117,8 @@ def authorized_operations(ctx: Context, rtype: ResourceType, name: str, wanted: 
     if not wanted:
         return AUTHORIZED_OPERATIONS_OMITTED
     bits = 0
-    for op in _REPORTED_OPERATIONS[rtype]:
+    # The operations an ACL may name for this resource type (ALL is not reported).
+    for op in VALID_OPERATIONS[rtype] - {Operation.ALL}:
         if ctx.may(op, rtype, name):
             bits |= 1 << op.kafka_code
     return bits

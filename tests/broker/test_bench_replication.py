@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+FAILOVER_VARIANTS = 5  # confluent-kafka, kafka-python (3 configurations), aiokafka
 WORKLOADS = [
     "produce_100b_acks_all_rf3",
     "e2e_latency_1kib_acks_all_rf3",
-    "leader_kill9_failover",
+    *["leader_kill9_failover"] * FAILOVER_VARIANTS,
 ]
 BROKERS = {1, 2, 3}
 
@@ -113,4 +114,7 @@ def test_quick_replication_benchmark_prints_every_workload():
     assert batched["acked"] == batched["received"] == latency["sent"]
     ordered(batched)
 
-    check_failover(by_name["leader_kill9_failover"], lease=3)  # the default lease
+    failovers = [r for r in rows if r["workload"] == "leader_kill9_failover"]
+    assert {r["client"] for r in failovers} == {"confluent-kafka", "kafka-python", "aiokafka"}
+    for row in failovers:
+        check_failover(row, lease=3)  # the default lease, every client library
