@@ -20,8 +20,17 @@ pytestmark = pytest.mark.django_db
 REFUSALS = {
     "message_too_large": ({"max.message.bytes": "2000"}, {"key": "k", "value": "x" * 5000}),
     "keyless_on_compacted": ({"cleanup.policy": "compact"}, {"value": "no key"}),
+    # A record from 2023, on a topic that takes records up to an hour old.
+    "timestamp_out_of_bounds": (
+        {"message.timestamp.before.max.ms": "3600000"},
+        {"key": "k", "value": "old", "timestamp": 1_700_000_000_000},
+    ),
 }
-EXPECTED_CODE = {"message_too_large": "message_size_too_large", "keyless_on_compacted": "unknown"}
+EXPECTED_CODE = {
+    "message_too_large": "message_size_too_large",
+    "keyless_on_compacted": "unknown",
+    "timestamp_out_of_bounds": "invalid_timestamp",
+}
 
 
 def create(kafka, configs):
