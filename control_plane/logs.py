@@ -239,6 +239,26 @@ def plain_formatter() -> logging.Formatter:
     )
 
 
+class HousekeepingFilter(logging.Filter):
+    """Celery's per-task lines for the once-a-second controller tick count as DEBUG.
+
+    Beat sends ``millrace.controller.tick`` every second and the worker logs receiving
+    and finishing it at INFO: three lines a second that bury what a person needs (URLs,
+    listeners, errors, restarts). Those lines pass only when the root logger is at DEBUG;
+    everything else, including the tick's own decisions (fencing, elections), is kept.
+    """
+
+    LOGGERS = frozenset({"celery.app.trace", "celery.worker.strategy", "celery.beat"})
+    MARKERS = ("millrace.controller.tick", "controller-tick")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name not in self.LOGGERS or record.levelno != logging.INFO:
+            return True
+        if not any(marker in record.getMessage() for marker in self.MARKERS):
+            return True
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
 def logging_config(fmt: str, level: str = "INFO") -> dict[str, Any]:
     """``settings.LOGGING`` for ``fmt`` (``json`` or ``plain``)."""
     if fmt not in LOG_FORMATS:
@@ -250,7 +270,14 @@ def logging_config(fmt: str, level: str = "INFO") -> dict[str, Any]:
             "json": {"()": "control_plane.logs.json_formatter"},
             "plain": {"()": "control_plane.logs.plain_formatter"},
         },
-        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": fmt}},
+        "filters": {"housekeeping": {"()": "control_plane.logs.HousekeepingFilter"}},
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": fmt,
+                "filters": ["housekeeping"],
+            }
+        },
         "root": {"handlers": ["console"], "level": level},
         "loggers": {
             # Django's own handlers (a DEBUG-only console, runserver's) would print a

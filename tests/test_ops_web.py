@@ -316,3 +316,40 @@ def test_log_format_is_checked():
         r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING millrace\.check hello request_id=r-1\n",
         plain.stderr,
     ), plain.stderr
+
+
+def test_the_controller_ticks_celery_lines_count_as_debug():
+    """Three lines a second from Celery about the controller tick are DEBUG; other tasks'
+    lines and every other logger stay."""
+    import logging
+
+    from control_plane.logs import HousekeepingFilter
+
+    def record(name, msg, args):
+        return logging.LogRecord(name, logging.INFO, __file__, 1, msg, args, None)
+
+    tick = [
+        record("celery.beat", "Scheduler: Sending due task %s (%s)", ("controller-tick", "x")),
+        record("celery.worker.strategy", "Task %s[%s] received", ("millrace.controller.tick", 1)),
+        record(
+            "celery.app.trace",
+            "Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s",
+            ({"name": "millrace.controller.tick", "id": "1", "runtime": 0.1, "return_value": 0},),
+        ),
+    ]
+    kept = [
+        record(
+            "celery.app.trace", "Task %s[%s] succeeded", ("millrace.audit.prune_audit_events", 1)
+        ),
+        record("millrace.controller", "fenced brokers %s (lease expired)", ([2],)),
+    ]
+    root = logging.getLogger()
+    level = root.level
+    try:
+        root.setLevel(logging.INFO)
+        assert [HousekeepingFilter().filter(r) for r in tick] == [False] * 3
+        assert [HousekeepingFilter().filter(r) for r in kept] == [True] * 2
+        root.setLevel(logging.DEBUG)  # LOG_LEVEL=DEBUG shows them again
+        assert all(HousekeepingFilter().filter(r) for r in tick)
+    finally:
+        root.setLevel(level)
