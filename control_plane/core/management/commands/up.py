@@ -244,7 +244,10 @@ class Command(BaseCommand):
             lines.append(
                 f"First admin created. Username: {boot.username}  Password: {boot.password}"
             )
-            lines.append("This password is shown only once; change it under /admin/.")
+            lines.append(
+                "This password is shown only once; set a new one with "
+                "`python manage.py changepassword admin` (or under /admin/)."
+            )
         if boot.tenant_created:
             lines.append(f"Tenant '{boot.tenant_slug}' created, owned by {boot.username}.")
         lines.append("Press Ctrl-C to stop.")
