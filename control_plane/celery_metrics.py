@@ -122,9 +122,16 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
         return
     try:
         start(port, settings.MILLRACE_WORKER_METRICS_HOST)
-    except OSError:
-        # Tasks matter more than their metrics: run without them, loudly.
-        logger.exception("cannot serve worker metrics on port %s; running without", port)
+    except OSError as exc:
+        # Tasks matter more than their metrics: run without them, in one clear line (a
+        # port in use is an everyday event, e.g. a second `manage.py up`, not a crash).
+        logger.warning(
+            "cannot serve worker metrics on %s:%s (%s); the worker runs without them; set "
+            "MILLRACE_WORKER_METRICS_PORT to another port, or 0 to turn them off",
+            settings.MILLRACE_WORKER_METRICS_HOST,
+            port,
+            exc.strerror or exc,
+        )
         stop()
 
 

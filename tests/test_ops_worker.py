@@ -152,3 +152,21 @@ def test_tasks_outside_a_worker_count_nothing_and_keep_the_context():
     finally:
         structlog.contextvars.clear_contextvars()
     assert celery_metrics.state.metrics is None
+
+
+def test_a_busy_metrics_port_is_one_warning_and_the_worker_carries_on(settings, caplog):
+    import logging
+    import socket
+
+    from control_plane import celery_metrics
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        settings.MILLRACE_WORKER_METRICS_HOST = "127.0.0.1"
+        settings.MILLRACE_WORKER_METRICS_PORT = taken.getsockname()[1]
+        with caplog.at_level(logging.INFO, logger=celery_metrics.logger.name):
+            celery_metrics._on_worker_init()  # must not raise: tasks matter more
+    [line] = [r for r in caplog.records if "worker metrics" in r.getMessage()]
+    assert line.levelno == logging.WARNING and line.exc_info is None
+    assert "MILLRACE_WORKER_METRICS_PORT" in line.getMessage()
