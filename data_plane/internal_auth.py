@@ -19,6 +19,16 @@ while the membership exists (viewers read and describe, as above; developers and
 also write to topics), so the console's message browser, test produce and live tail never
 need an API key and never get more than the member's role allows.
 
+An operator (an active staff user of the control plane) may act in one tenant over the
+Kafka protocol as ``__millrace-operator@<tenant slug>/<user id>``, with the password that
+``manage.py operator_credentials`` prints (derived from the shared secret and the user
+name, so it differs per operator and per tenant, and only someone who holds the secret can
+make one). It may administer the tenant's topics and cluster resources (create, delete,
+alter, configure; read and describe) and is the only principal that may place replicas by
+hand (CreateTopics/CreatePartitions with replica assignments); it may not write records or
+join groups. Deactivating the user, or taking staff status away, ends it at the next
+authentication; changes it makes are audited under the user's name.
+
 The web tier's data API (REST produce/consume, WebSocket streams) does not use that
 principal: it connects as ``__millrace-proxy@<tenant slug>/<key id>``, proving the same
 shared secret, and the broker then acts as that API key exactly, its service account's
@@ -56,6 +66,30 @@ CONSOLE_PREFIX = "__millrace-console@"
 CONSOLE_PRINCIPAL_NAME = "User:__millrace-console"
 # What a console member whose role may change topics' data (developer and up) may do.
 CONSOLE_WRITER = ALLOWED | {(Operation.WRITE, ResourceType.TOPIC)}
+OPERATOR_PREFIX = "__millrace-operator@"
+OPERATOR_PRINCIPAL_NAME = "User:__millrace-operator"
+OPERATOR = (
+    ALLOWED
+    | {
+        (op, ResourceType.TOPIC)
+        for op in (
+            Operation.CREATE,
+            Operation.DELETE,
+            Operation.ALTER,
+            Operation.DESCRIBE_CONFIGS,
+            Operation.ALTER_CONFIGS,
+        )
+    }
+    | {
+        (op, ResourceType.CLUSTER)
+        for op in (
+            Operation.CREATE,
+            Operation.ALTER,
+            Operation.DESCRIBE_CONFIGS,
+            Operation.ALTER_CONFIGS,
+        )
+    }
+)
 MECHANISM = "SCRAM-SHA-512"
 ITERATIONS = 4096
 
@@ -100,6 +134,26 @@ def console_member(user: str) -> tuple[str, int] | None:
     return slug, int(user_id)
 
 
+def operator_username(tenant_slug: str, user_id: int) -> str:
+    return f"{OPERATOR_PREFIX}{tenant_slug}/{user_id}"
+
+
+def operator_member(user: str) -> tuple[str, int] | None:
+    """(tenant slug, staff user id) an operator user name acts as, or None if it is not one."""
+    if not user.startswith(OPERATOR_PREFIX):
+        return None
+    slug, sep, user_id = user[len(OPERATOR_PREFIX) :].partition("/")
+    if not sep or not slug or not user_id.isdigit():
+        return None
+    return slug, int(user_id)
+
+
+def operator_password(secret: str, user: str) -> str:
+    """An operator's password: one per operator user name, derivable only with the secret."""
+    message = f"millrace operator principal v1\0{user}".encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
 def password(secret: str) -> str:
     """The internal password (never stored, never sent: SCRAM proves it)."""
     return hmac.new(secret.encode(), b"millrace internal principal v1", hashlib.sha256).hexdigest()
@@ -107,9 +161,15 @@ def password(secret: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def scram_credentials(secret: str, user: str, mechanism: str) -> tuple[bytes, bytes, bytes, int]:
-    """(salt, stored key, server key, iterations) for an internal user; deterministic."""
+    """(salt, stored key, server key, iterations) for an internal user; deterministic.
+
+    An operator's user name gets its own password (``operator_password``); every other
+    internal user proves the shared one."""
     salt = hmac.new(secret.encode(), f"salt:{mechanism}:{user}".encode(), hashlib.sha256)
+    secret_password = (
+        operator_password(secret, user) if operator_member(user) is not None else password(secret)
+    )
     _, stored, server, iterations = scramp.ScramMechanism(mechanism).make_auth_info(
-        password(secret), iteration_count=ITERATIONS, salt=salt.digest()[:16]
+        secret_password, iteration_count=ITERATIONS, salt=salt.digest()[:16]
     )
     return salt.digest()[:16], stored, server, iterations

@@ -8,7 +8,7 @@ and brokers hear of the change only after commit (``notify_metadata_changed``).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -121,17 +121,55 @@ def place_replicas(topic: Topic, start: int, stop: int, slots: list[BrokerSlot])
         raise InvalidInput(str(exc), field="replication_factor") from None
 
 
-def _create_partitions(topic: Topic, start: int, stop: int) -> None:
-    """New partitions, with replicas on the live brokers (all in the ISR, the first leads).
+def validated_assignment(
+    assignment: Sequence[Sequence[int]], replication_factor: int | None
+) -> list[list[int]]:
+    """An operator's replica lists, one per new partition, checked as Kafka checks them:
+    each non-empty, no broker twice, all the same length (the topic's replication factor,
+    if it has one), and every broker live and not being decommissioned."""
+    field = "replica_assignment"
+    if not assignment:
+        raise InvalidInput("the replica assignment names no partitions", field=field)
+    live = {slot.id for slot in _live_slots()}
+    plan: list[list[int]] = []
+    for index, replicas in enumerate(assignment):
+        replicas = list(replicas)
+        if not replicas:
+            raise InvalidInput(f"partition {index} has no replicas", field=field)
+        if len(set(replicas)) != len(replicas):
+            raise InvalidInput(f"partition {index} names a broker twice: {replicas}", field=field)
+        expected = replication_factor or (len(plan[0]) if plan else len(replicas))
+        if len(replicas) != expected:
+            raise InvalidInput(
+                f"partition {index} has {len(replicas)} replicas; every partition needs "
+                f"{expected} (the replication factor)",
+                field=field,
+            )
+        gone = [b for b in replicas if b not in live]
+        if gone:
+            raise InvalidInput(
+                f"partition {index}: broker(s) {gone} are not live or are being decommissioned",
+                field=field,
+            )
+        plan.append(replicas)
+    return plan
+
+
+def _create_partitions(
+    topic: Topic, start: int, stop: int, plan: list[list[int]] | None = None
+) -> None:
+    """New partitions, with replicas on the live brokers (all in the ISR, the first leads),
+    placed by Millrace unless an operator gave the ``plan``.
 
     Before any broker has registered they stay unassigned; the first brokers to come up
     place them (``assign_unassigned_partitions``).
     """
     slots = _live_slots()
-    if not slots:
+    if not slots and plan is None:
         Partition.objects.bulk_create(Partition(topic=topic, index=i) for i in range(start, stop))
         return
-    plan = place_replicas(topic, start, stop, slots)
+    if plan is None:
+        plan = place_replicas(topic, start, stop, slots)
     Partition.objects.bulk_create(
         Partition(topic=topic, index=i, replicas=r, leader=r[0], isr=r)
         for i, r in zip(range(start, stop), plan, strict=True)
@@ -195,11 +233,18 @@ def create_topic(
     partition_count: int,
     replication_factor: int | None = None,
     configs: Mapping[str, object] | None = None,
+    replica_assignment: Sequence[Sequence[int]] | None = None,
 ) -> Topic:
+    """A new topic; ``replica_assignment`` (an operator's placement, one replica list per
+    partition) sets the partition count and replication factor instead."""
     try:
         validate_topic_name(name)
     except InvalidTopicName as exc:
         raise InvalidInput(str(exc), field="name") from None
+    plan = None
+    if replica_assignment is not None:
+        plan = validated_assignment(replica_assignment, None)
+        partition_count, replication_factor = len(plan), len(plan[0])
     _check_partition_count(partition_count)
     if replication_factor is None:
         replication_factor = default_replication_factor()
@@ -247,7 +292,7 @@ def create_topic(
             )
     except IntegrityError:
         raise AlreadyExists(f"topic {name!r} already exists", field="name") from None
-    _create_partitions(topic, 0, partition_count)
+    _create_partitions(topic, 0, partition_count, plan)
     _topic_changed(actor, topic, "topic.create", "topic.created", after=topic_snapshot(topic))
     return topic
 
@@ -280,8 +325,15 @@ def alter_topic_configs(actor: Actor, topic: Topic, changes: Mapping[str, object
 
 
 @transaction.atomic
-def add_partitions(actor: Actor, topic: Topic, *, partition_count: int) -> Topic:
-    """Grow the topic to ``partition_count`` partitions (Kafka's CreatePartitions)."""
+def add_partitions(
+    actor: Actor,
+    topic: Topic,
+    *,
+    partition_count: int,
+    replica_assignment: Sequence[Sequence[int]] | None = None,
+) -> Topic:
+    """Grow the topic to ``partition_count`` partitions (Kafka's CreatePartitions);
+    ``replica_assignment`` is an operator's placement of the new partitions."""
     _check_partition_count(partition_count)
     Tenant.objects.select_for_update().get(pk=topic.tenant_id)
     topic = Topic.objects.select_for_update().get(pk=topic.pk)
@@ -297,11 +349,21 @@ def add_partitions(actor: Actor, topic: Topic, *, partition_count: int) -> Topic
             field="partition_count",
         )
     _check_partition_budget(topic.tenant, partition_count - topic.partition_count)
+    plan = None
+    if replica_assignment is not None:
+        plan = validated_assignment(replica_assignment, topic.replication_factor)
+        added = partition_count - topic.partition_count
+        if len(plan) != added:
+            raise InvalidInput(
+                f"the replica assignment places {len(plan)} partition(s) but {added} are "
+                "being added",
+                field="replica_assignment",
+            )
     before = topic_snapshot(topic)
     old_count = topic.partition_count
     topic.partition_count = partition_count
     topic.save(update_fields=["partition_count", "updated_at"])
-    _create_partitions(topic, old_count, partition_count)
+    _create_partitions(topic, old_count, partition_count, plan)
     _topic_changed(
         actor,
         topic,

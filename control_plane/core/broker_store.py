@@ -14,10 +14,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
@@ -75,6 +76,8 @@ def _admin_error(exc: ServiceError) -> AdminError:
             return AdminError(ErrorCode.INVALID_PARTITIONS, exc.message)
         if field == "replication_factor":
             return AdminError(ErrorCode.INVALID_REPLICATION_FACTOR, exc.message)
+        if field == "replica_assignment":
+            return AdminError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, exc.message)
         if field.startswith("configs"):
             return AdminError(ErrorCode.INVALID_CONFIG, exc.message)
         return AdminError(ErrorCode.INVALID_REQUEST, exc.message)
@@ -214,6 +217,23 @@ class DjangoMetadataStore:
         )
 
     @staticmethod
+    def _operator(user: str, *, fresh: bool = True) -> tuple[Tenant, Any] | None:
+        """(tenant, staff user) an operator user name acts as, while the user is active
+        staff and the tenant exists. ``fresh=False`` inside a transaction (where the
+        connection must be kept)."""
+        member = internal_auth.operator_member(user)
+        if member is None:
+            return None
+        if fresh:
+            close_old_connections()
+        slug, user_id = member
+        staff = get_user_model().objects.filter(pk=user_id, is_active=True, is_staff=True).first()
+        tenant = Tenant.objects.filter(slug=slug).first()
+        if staff is None or tenant is None:
+            return None
+        return tenant, staff
+
+    @staticmethod
     def _internal_tenant(user: str) -> Tenant | None:
         slug = internal_auth.tenant_slug(user)
         if slug is None:
@@ -231,6 +251,14 @@ class DjangoMetadataStore:
         proxied = internal_auth.proxied_key(key_id)
         if proxied is not None:
             if self._proxied_key(*proxied) is None:
+                return None
+            return ScramCredentials(
+                *internal_auth.scram_credentials(
+                    settings.MILLRACE_INTERNAL_SECRET, key_id, mechanism
+                )
+            )
+        if internal_auth.operator_member(key_id) is not None:
+            if self._operator(key_id) is None:
                 return None
             return ScramCredentials(
                 *internal_auth.scram_credentials(
@@ -274,6 +302,20 @@ class DjangoMetadataStore:
             key = self._proxied_key(*proxied)
             # The key itself, ACLs and revocation included; the web tier proved its secret.
             return None if key is None else self._principal(key)
+        if internal_auth.operator_member(key_id) is not None:
+            found = self._operator(key_id)
+            if found is None:
+                return None
+            tenant, _ = found
+            return Principal(
+                tenant.pk,
+                tenant.slug,
+                internal_auth.OPERATOR_PRINCIPAL_NAME,
+                key_id,
+                internal=True,
+                operator=True,
+                grants=internal_auth.OPERATOR,
+            )
         if internal_auth.console_member(key_id) is not None:
             membership = self._console_membership(key_id)
             if membership is None:
@@ -398,6 +440,9 @@ class DjangoMetadataStore:
     # --- admin -------------------------------------------------------------------------------
 
     def _actor(self, principal: Principal) -> Actor:
+        if principal.operator and principal.key_id:
+            found = self._operator(principal.key_id, fresh=False)
+            return Actor(user=found[1] if found else None)
         key = ApiKey.objects.filter(key_id=principal.key_id).first() if principal.key_id else None
         return Actor(api_key=key)
 
@@ -428,6 +473,7 @@ class DjangoMetadataStore:
         replication_factor: int | None,
         configs: Mapping[str, str],
         validate_only: bool,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> None:
         tenant = Tenant.objects.get(pk=principal.tenant_id)
         self._run(
@@ -438,6 +484,7 @@ class DjangoMetadataStore:
                 partition_count=partitions,
                 replication_factor=replication_factor,
                 configs=dict(configs),
+                replica_assignment=assignment,
             ),
             validate_only,
         )
@@ -451,11 +498,19 @@ class DjangoMetadataStore:
         )
 
     def create_partitions(
-        self, principal: Principal, name: str, count: int, validate_only: bool
+        self,
+        principal: Principal,
+        name: str,
+        count: int,
+        validate_only: bool,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> None:
         self._run(
             lambda: catalog_services.add_partitions(
-                self._actor(principal), self._topic(principal, name), partition_count=count
+                self._actor(principal),
+                self._topic(principal, name),
+                partition_count=count,
+                replica_assignment=assignment,
             ),
             validate_only,
         )

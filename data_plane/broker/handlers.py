@@ -251,10 +251,11 @@ def _topic_metadata(b: Broker, topic: TopicInfo) -> dict[str, Any]:
 
 
 # CreateTopics/CreatePartitions with replica assignments, from a tenant: the service places
-# replicas (racks apart, evenly); operators move them with the REST reassignment API.
+# replicas (racks apart, evenly); operators place them with their own principal
+# (internal_auth.operator_username) or move them with the REST reassignment API.
 MANAGED_PLACEMENT = (
-    "replica placement is managed by Millrace: omit the replica assignments (operators "
-    "move replicas with POST /api/v1/cluster/reassignments/)"
+    "replica placement is managed by Millrace: omit the replica assignments (only an "
+    "operator places replicas by hand, or moves them with POST /api/v1/cluster/reassignments/)"
 )
 
 # Refused batches whose cause has an error code of its own (the rest: CORRUPT_MESSAGE).
@@ -674,6 +675,27 @@ async def handle_list_offsets(ctx: Context, req: dict[str, Any]) -> dict[str, An
 # --- topic admin ---------------------------------------------------------------------------------
 
 
+def _assignment_refusal(ctx: Context, topic: dict[str, Any]) -> tuple[int, str] | None:
+    """Why a CreateTopics entry's replica assignments cannot be served, or None.
+
+    Only an operator places replicas; as in Kafka, the assignments replace the partition
+    count and replication factor (giving both is an invalid request) and must name
+    partitions 0, 1, 2, ... once each."""
+    if not ctx.principal.operator:
+        return E.POLICY_VIOLATION, MANAGED_PLACEMENT
+    if topic["num_partitions"] != -1 or topic["replication_factor"] != -1:
+        return E.INVALID_REQUEST, (
+            "give either replica assignments or num_partitions and replication_factor "
+            "(-1 when assignments are given), not both"
+        )
+    indexes = sorted(a["partition_index"] for a in topic["assignments"])
+    if indexes != list(range(len(indexes))):
+        return E.INVALID_REPLICA_ASSIGNMENT, (
+            f"assigned partitions must be 0 to {len(indexes) - 1}, each once; got {indexes}"
+        )
+    return None
+
+
 async def handle_create_topics(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
     b = ctx.broker
     results = []
@@ -691,15 +713,22 @@ async def handle_create_topics(ctx: Context, req: dict[str, Any]) -> dict[str, A
         if not (ctx.may_cluster(Operation.CREATE) or ctx.may(Operation.CREATE, T, name)):
             entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
             continue
+        assignment = None
         if t.get("assignments"):
-            entry["error_code"], entry["error_message"] = E.POLICY_VIOLATION, MANAGED_PLACEMENT
-            continue
+            refusal = _assignment_refusal(ctx, t)
+            if refusal is not None:
+                entry["error_code"], entry["error_message"] = refusal
+                continue
+            ordered = sorted(t["assignments"], key=lambda a: a["partition_index"])
+            assignment = [a["broker_ids"] for a in ordered]
         partitions = (
             t["num_partitions"]
             if t["num_partitions"] > 0
             else b.default_partitions(ctx.principal.tenant_id)
         )
         rf = t["replication_factor"] if t["replication_factor"] > 0 else None
+        if assignment is not None:
+            partitions, rf = len(assignment), len(assignment[0])
         configs = {c["name"]: c["value"] for c in t.get("configs", [])}
         try:
             await b.call_store(
@@ -710,6 +739,7 @@ async def handle_create_topics(ctx: Context, req: dict[str, Any]) -> dict[str, A
                 rf,
                 configs,
                 req.get("validate_only", False),
+                assignment,
             )
             entry["num_partitions"] = partitions
             entry["replication_factor"] = rf or 1
@@ -762,9 +792,12 @@ async def handle_create_partitions(ctx: Context, req: dict[str, Any]) -> dict[st
             entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
         elif not ctx.may(Operation.ALTER, T, name):
             entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
-        elif t.get("assignments"):
+        elif t.get("assignments") and not ctx.principal.operator:
             entry["error_code"], entry["error_message"] = E.POLICY_VIOLATION, MANAGED_PLACEMENT
         else:
+            assignment = (
+                [a["broker_ids"] for a in t["assignments"]] if t.get("assignments") else None
+            )
             try:
                 await b.call_store(
                     b.store.create_partitions,
@@ -772,6 +805,7 @@ async def handle_create_partitions(ctx: Context, req: dict[str, Any]) -> dict[st
                     name,
                     t["count"],
                     req.get("validate_only", False),
+                    assignment,
                 )
             except AdminError as exc:
                 entry["error_code"], entry["error_message"] = exc.error_code, exc.message

@@ -26,6 +26,8 @@ class Principal:
     internal: bool = False
     # Another broker (replication): no tenant; names topics by topic id.
     broker: bool = False
+    # An operator acting in the tenant (internal_auth.operator_username): may place replicas.
+    operator: bool = False
     # An internal principal's fixed rights, never widened by tenant ACLs; None means
     # internal_auth.ALLOWED. A console member's (internal_auth.console_username) depend on
     # the member's role.

@@ -7,7 +7,7 @@ never on its event loop) and return plain values from :mod:`data_plane.broker.mo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -101,12 +101,18 @@ class MetadataStore(Protocol):
         replication_factor: int | None,
         configs: Mapping[str, str],
         validate_only: bool,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> None: ...
 
     def delete_topic(self, principal: Principal, name: str) -> None: ...
 
     def create_partitions(
-        self, principal: Principal, name: str, count: int, validate_only: bool
+        self,
+        principal: Principal,
+        name: str,
+        count: int,
+        validate_only: bool,
+        assignment: Sequence[Sequence[int]] | None = None,
     ) -> None: ...
 
     def alter_topic_configs(

@@ -65,8 +65,13 @@ FOOTER = """
   (not the disk's totals).
 - **Replica assignments** in CreateTopics and CreatePartitions are refused for tenants
   with `POLICY_VIOLATION` (44) and a message saying that Millrace places replicas
-  (evenly, racks apart); operators move replicas with the REST reassignment API
-  (`/api/v1/cluster/reassignments/`). No Kafka-protocol principal is an operator.
+  (evenly, racks apart). An operator's principal (`manage.py operator_credentials <staff
+  user> <tenant>`, see docs/deploy.md) may place them, as in Kafka: the assignment gives
+  the partition count and replication factor (sending those too is `INVALID_REQUEST`),
+  names partitions 0..n-1 once each, no broker twice in a partition, the same number of
+  replicas everywhere, and only live brokers that are not being decommissioned
+  (`INVALID_REPLICA_ASSIGNMENT` (39) with the reason otherwise). Operators also move
+  replicas with the REST reassignment API (`/api/v1/cluster/reassignments/`).
 - **DeleteRecords**: offset -1 means "up to the high watermark"; any other negative offset
   answers `OFFSET_OUT_OF_RANGE` (1).
 - **Transactions** are not served yet: FindCoordinator for a transactional id answers
