@@ -240,7 +240,8 @@ else:
     _celery_control_dir = DATA_DIR / "celery" / "control"
     _celery_dir.mkdir(parents=True, exist_ok=True)
     _celery_control_dir.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
+    # "localhost": kombu warns about a URL without a host (the folder is all that matters).
+    CELERY_BROKER_URL = "filesystem://localhost//"
     CELERY_BROKER_TRANSPORT = "control_plane.core.celery_transport:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_celery_dir),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.db.models import Count, Q
@@ -23,8 +24,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from control_plane.access import presets
 from control_plane.access import services as access_services
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
+from control_plane.access.presets import PRESETS
 from control_plane.api.filters import AclFilter, ApiKeyFilter
 from control_plane.api.views import AclViewSet, ApiKeyViewSet, ServiceAccountViewSet
 from control_plane.core.errors import InvalidInput, ServiceError
@@ -93,24 +96,57 @@ def service_account_list(page: Page) -> HttpResponse:
     return page.render("frontend/access_service_accounts.html", {"accounts": accounts})
 
 
+PRESET_OPTIONS = [(name, f"{name}: {why}") for name, (why, _, _) in PRESETS.items()]
+PATTERN_OPTIONS = [("literal", "exactly this name"), ("prefixed", "every name starting with it")]
+# The preset service's field names -> this form's.
+PRESET_FIELDS = {f"acl_preset.{k}": k for k in ("preset", "topic", "topic_pattern", "group")}
+PRESET_FIELDS["acl_preset.group_pattern"] = "group_pattern"
+
+
 @member_view("service-accounts", role=SA_NEEDS["create"].role)
 def service_account_create(page: Page) -> HttpResponse:
-    form = {"name": "", "description": ""}
+    """A service account, and if asked, a preset's ACLs with it (all or nothing)."""
+    form = {
+        "name": "",
+        "description": "",
+        "preset": "",
+        "topic": "",
+        "topic_pattern": "literal",
+        "group": "",
+        "group_pattern": "prefixed",
+    }
     errors: dict[str, str] = {}
     if page.request.method == "POST":
-        form = {k: page.request.POST.get(k, "").strip() for k in form}
+        form = {k: page.request.POST.get(k, v).strip() for k, v in form.items()}
         try:
-            sa = access_services.create_service_account(
-                page.actor, page.tenant, name=form["name"], description=form["description"]
+            preset = presets.parse(form) if form["preset"] else None
+            sa, acls = presets.create_with_preset(
+                page.actor,
+                page.tenant,
+                name=form["name"],
+                description=form["description"],
+                preset=preset,
             )
         except ServiceError as exc:
-            errors = form_errors(exc)
+            errors = form_errors(exc, PRESET_FIELDS)
         else:
-            messages.success(page.request, f"Service account {sa.name} created.")
+            granted = f" with {len(acls)} ACLs ({preset.describe()})" if preset and acls else ""
+            messages.success(page.request, f"Service account {sa.name} created{granted}.")
+            if acls:
+                return redirect(
+                    reverse("frontend:acls", kwargs={"tenant_slug": page.tenant.slug})
+                    + "?"
+                    + urlencode({"principal": sa.principal})
+                )
             return redirect("frontend:service-accounts", tenant_slug=page.tenant.slug)
     return page.render(
         "frontend/access_service_account_create.html",
-        {"form": form, "errors": errors},
+        {
+            "form": form,
+            "errors": errors,
+            "preset_options": PRESET_OPTIONS,
+            "pattern_options": PATTERN_OPTIONS,
+        },
         status=400 if errors else 200,
     )
 

@@ -94,6 +94,14 @@ def test_up_serves_console_runs_worker_and_stops_cleanly(tmp_path):
         out.wait_for(r"Millrace is up", timeout=90)
         password = out.wait_for(r"Username: admin\s+Password: (\S+)", timeout=5).group(1)
         assert "Tenant 'default' created" in out.text()
+        # The banner comes last: after every process said it is ready, not among them.
+        text = out.text()
+        banner = text.index("Millrace is up")
+        for ready in ("broker 1 ready on", " ready.", "beat: Starting"):
+            assert -1 < text.find(ready) < banner, (ready, text[-3000:])
+        assert f"Development listener: 127.0.0.1:{broker_port}" in text[banner:]
+        assert "No hostname was supplied" not in text  # kombu, about the embedded queue's URL
+        assert "-------------- [queues]" not in text  # Celery's start-up banner
 
         base = f"http://127.0.0.1:{port}"
         jar = http.cookiejar.CookieJar()
@@ -175,16 +183,25 @@ def _children_of(pid: int) -> dict[str, int]:
             continue
         words = [a.decode() for a in argv]
         for role in ("worker", "beat", "broker", "daphne"):
-            if role in words[1:6]:
+            if role in words[1:8]:
                 found["web" if role == "daphne" else role] = int(entry.name)
     return found
 
 
-def _start_up(tmp_path, port, broker_port):
+def _start_up(tmp_path, port, broker_port, *args):
     env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ENV_DROP}
     env.update(MILLRACE_DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
-        [sys.executable, "manage.py", "up", "--port", str(port), "--broker-port", str(broker_port)],
+        [
+            sys.executable,
+            "manage.py",
+            "up",
+            "--port",
+            str(port),
+            "--broker-port",
+            str(broker_port),
+            *args,
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -231,6 +248,24 @@ def test_a_child_that_dies_is_restarted_and_the_rest_keep_running(tmp_path):
         # are DEBUG, so the output stays readable (the audit task's lines above are kept).
         assert not re.search(r"Task millrace\.controller\.tick\[", out.text())
         assert "Sending due task controller-tick" not in out.text()
+    finally:
+        _stop_up(proc, out)
+
+
+@pytest.mark.slow
+def test_the_development_listener_can_be_turned_off(tmp_path):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    broker_port = free_port()
+    proc, env, out = _start_up(tmp_path, free_port(), broker_port, "--no-dev-listener")
+    try:
+        out.wait_for(r"Press Ctrl-C to stop", timeout=90)
+        assert "Development listener" not in out.text()
+        assert f"Kafka: 127.0.0.1:{broker_port}  SASL_PLAINTEXT with an API key" in out.text()
+        anonymous = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker_port}"})
+        with pytest.raises(KafkaException):
+            anonymous.list_topics(timeout=5)
     finally:
         _stop_up(proc, out)
 

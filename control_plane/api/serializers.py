@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
+from control_plane.access.presets import PRESET_CHOICES
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog.models import Partition, Topic
 from control_plane.tenancy.models import Membership, Role, Tenant
@@ -204,6 +205,35 @@ class ServiceAccountSerializer(serializers.ModelSerializer):
         extra_kwargs = {"name": {"validators": []}}
 
 
+class AclPresetSerializer(serializers.Serializer):
+    preset = serializers.ChoiceField(
+        choices=PRESET_CHOICES,
+        help_text="producer: Write, Describe on the topics and IdempotentWrite on the cluster; "
+        "consumer: Read, Describe on the topics and the groups; read-only: Read, Describe, "
+        "DescribeConfigs on the topics and Describe on groups and the cluster; topic-admin: "
+        "All on the topics",
+    )
+    topic = serializers.CharField(max_length=255, help_text="a topic name, a prefix, or '*'")
+    topic_pattern = serializers.ChoiceField(
+        choices=[p.value for p in PatternType], default=PatternType.LITERAL.value
+    )
+    group = serializers.CharField(
+        max_length=255, required=False, allow_blank=True, help_text="consumer: a group or prefix"
+    )
+    group_pattern = serializers.ChoiceField(
+        choices=[p.value for p in PatternType], default=PatternType.PREFIXED.value
+    )
+
+
+class ServiceAccountCreateSerializer(ServiceAccountSerializer):
+    acl_preset = AclPresetSerializer(
+        required=False, write_only=True, help_text="grant a usual set of ACLs in the same step"
+    )
+
+    class Meta(ServiceAccountSerializer.Meta):
+        fields = [*ServiceAccountSerializer.Meta.fields, "acl_preset"]
+
+
 class ServiceAccountUpdateSerializer(serializers.Serializer):
     description = serializers.CharField(allow_blank=True, max_length=2000)
 
@@ -287,6 +317,17 @@ class AclCreateSerializer(serializers.Serializer):
         if isinstance(data, dict) and data.get("host") == "*":
             data = {k: v for k, v in data.items() if k != "host"}
         return super().to_internal_value(data)
+
+
+class ServiceAccountCreatedSerializer(ServiceAccountSerializer):
+    acls = serializers.SerializerMethodField()
+
+    class Meta(ServiceAccountSerializer.Meta):
+        fields = [*ServiceAccountSerializer.Meta.fields, "acls"]
+
+    @extend_schema_field(AclSerializer(many=True))
+    def get_acls(self, sa: ServiceAccount) -> Any:  # the view fills it in
+        return []
 
 
 # --- consumer groups ----------------------------------------------------------------------

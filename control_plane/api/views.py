@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from control_plane.access import presets
 from control_plane.access import services as access_services
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.api import serializers as s
@@ -443,6 +444,12 @@ CLUSTER_OBJECT_NEEDS = {
 
 @tenant_scoped
 @extend_schema_view(
+    create=extend_schema(
+        request=s.ServiceAccountCreateSerializer,
+        responses={201: s.ServiceAccountCreatedSerializer},
+        description="Create a service account; `acl_preset` also grants a usual set of ACLs "
+        "(ordinary ACLs, listed in `acls`), all in one step: nothing is created if any fails.",
+    ),
     partial_update=extend_schema(
         request=s.ServiceAccountUpdateSerializer, responses=s.ServiceAccountSerializer
     ),
@@ -464,15 +471,22 @@ class ServiceAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Te
     }
 
     def create(self, request: Request, tenant_slug: str) -> Response:
-        serializer = s.ServiceAccountSerializer(data=request.data)
+        serializer = s.ServiceAccountCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        sa = access_services.create_service_account(
+        data = serializer.validated_data
+        preset = presets.parse(data["acl_preset"]) if "acl_preset" in data else None
+        sa, acls = presets.create_with_preset(
             self.actor,
             self.access.tenant,
-            name=serializer.validated_data["name"],
-            description=serializer.validated_data.get("description", ""),
+            name=data["name"],
+            description=data.get("description", ""),
+            preset=preset,
         )
-        return Response(s.ServiceAccountSerializer(sa).data, status=status.HTTP_201_CREATED)
+        body = {
+            **s.ServiceAccountSerializer(sa).data,
+            "acls": s.AclSerializer(acls, many=True).data,
+        }
+        return Response(body, status=status.HTTP_201_CREATED)
 
     def partial_update(self, request: Request, tenant_slug: str, name: str) -> Response:
         serializer = s.ServiceAccountUpdateSerializer(data=request.data)

@@ -119,6 +119,9 @@ class Broker(models.Model):
     # The TLS (SASL_SSL) listener's advertised address, when the broker has one.
     tls_host = models.CharField(max_length=255, blank=True, default="")
     tls_port = models.PositiveIntegerField(null=True, blank=True)
+    # Its plain listener also takes clients without credentials (as the `default` tenant):
+    # the development listener of `manage.py up` (`broker --allow-anonymous`).
+    dev_listener = models.BooleanField(default=False)
     state = models.CharField(
         max_length=16, choices=BrokerState.choices, default=BrokerState.RUNNING
     )

@@ -380,6 +380,7 @@ class DjangoMetadataStore:
                 "rack": rack or "",
                 "tls_host": tls_host or "",
                 "tls_port": tls_port,
+                "dev_listener": self.allow_anonymous,
                 "state": BrokerState.RUNNING,
                 "last_heartbeat": timezone.now(),
                 "liveness_lock": held,

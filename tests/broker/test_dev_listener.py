@@ -75,3 +75,16 @@ def test_a_client_may_sign_in_on_the_development_listener(dev_cluster):
         },
     )["brokers"]
     client.close()
+
+
+def test_the_console_names_the_development_listener(dev_cluster):
+    from django.test import Client
+
+    from control_plane.catalog.models import Broker
+    from tests.conftest import make_user
+
+    assert set(Broker.objects.values_list("dev_listener", flat=True)) == {True}
+    operator = Client()
+    operator.force_login(make_user("op-dev-listener", staff=True))
+    page = operator.get("/cluster/").content.decode()
+    assert page.count("development listener: no credentials needed") == len(dev_cluster)

@@ -281,6 +281,46 @@ def test_service_account_key_acl_and_checker(alice, world, kafka):
     assert "denied by default" in answer.inner_text()
 
 
+def test_a_service_account_with_an_acl_preset(alice, world, kafka):
+    page = alice
+    base = f"{world['base']}/t/{kafka.tenant_a}"
+    name = world["account"] + "-reader"
+    page.goto(base + "/create-service-account/")
+    # The hint names the principal literally (a template literal once swallowed "<name>").
+    assert "Its principal is User:<name>." in page.locator("#name-hint").inner_text()
+    page.fill("#id_name", name)
+    page.fill("#id_description", "reads orders")
+    page.select_option("#id_preset", "consumer")
+    page.fill("#id_topic", "orders-")
+    page.select_option("#id_topic_pattern", "prefixed")
+    page.click("main form button[type=submit]")
+    # Refused (a consumer needs a group): everything typed is still there, the error beside
+    # the field it is about, and nothing was created.
+    assert "needs a group" in page.locator("#group-error").inner_text()
+    assert page.locator("#id_name").input_value() == name
+    assert page.locator("#id_description").input_value() == "reads orders"
+    assert page.locator("#id_preset").input_value() == "consumer"
+    assert page.locator("#id_topic").input_value() == "orders-"
+    assert page.locator("#id_topic_pattern").input_value() == "prefixed"
+    page.fill("#id_group", "billing-")
+    page.click("main form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/acls/\?principal="))
+    assert "with 4 ACLs (consumer for topics starting 'orders-'" in page.content()
+    rows = page.locator("main table tbody tr")
+    assert rows.count() == 4
+    assert all(f"User:{name}" in rows.nth(i).inner_text() for i in range(4))
+    # Ordinary ACLs: the checker explains them like any other.
+    page.goto(base + "/acl-check/")
+    page.select_option("#id_principal", f"User:{name}")
+    page.select_option("#id_operation", "read")
+    page.select_option("#id_resource_type", "group")
+    page.fill("#id_resource_name", world["group"])
+    page.click("main form button[type=submit]")
+    answer = page.locator("#acl-answer")
+    answer.locator(".verdict").wait_for()
+    assert "Allowed" in answer.inner_text() and "billing-" in answer.inner_text()
+
+
 def test_consumer_group_lag_moves_and_offsets_reset(alice, world, kafka):
     from control_plane.catalog import usage
     from control_plane.groups import lag as group_lag

@@ -163,6 +163,7 @@ def test_cluster_page_is_for_operators(kafka, members):
     page = operator.get("/cluster/").content.decode()
     assert 'id="brokers"' in page and "live" in page
     assert f"127.0.0.1:{kafka.port}" in page
+    assert "SASL_PLAINTEXT" in page and "development listener" not in page
     preview = operator.post("/cluster/rebalance/")
     assert preview.status_code == 200 and "Nothing has changed yet" in preview.content.decode()
     # One broker: a decommission has nowhere to put the replicas, and says so.

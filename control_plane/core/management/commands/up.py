@@ -9,6 +9,15 @@ A child that dies is started again, after a pause that doubles with each quick f
 (1 s up to 30 s; a child that ran for a minute starts over at 1 s), and both the exit
 and the restart are logged: one failing part no longer stops the others. The ports are
 checked before anything starts, so a readiness probe never reaches some other program.
+
+The children's output passes through this process line by line, so the banner (URLs,
+listeners, the first admin's password) comes last, once every child has said it is ready
+(or after a minute, whatever is missing), rather than lost among their start-up lines.
+
+The broker's listener takes SASL (an API key) and, unless ``--no-dev-listener`` is given or
+``MILLRACE_DEV_LISTENER=off`` is set, also clients without credentials, who act as the
+``default`` tenant: the *development listener*, named so in the banner and on the console's
+cluster page.
 """
 
 from __future__ import annotations
@@ -18,12 +27,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.core.management import call_command
@@ -35,6 +45,8 @@ STOP_TIMEOUT_SECONDS = 15
 MAX_RESTART_DELAY_SECONDS = 30.0
 STABLE_SECONDS = 60.0  # a child that ran this long has its backoff reset
 WEB_DATABASE_POOL_SIZE = os.environ.get("DATABASE_POOL_SIZE") or "20"
+READY_TIMEOUT_SECONDS = 60.0
+OFF = {"0", "off", "false", "no"}
 
 
 @dataclass
@@ -47,6 +59,9 @@ class Child:
     restart_at: float | None = None  # set while waiting to start it again
     failures: int = 0  # quick failures in a row: the backoff's exponent
     restarts: int = 0
+    # A line the child prints once it is ready (the web app is asked on /readyz instead).
+    ready_text: str | None = None
+    ready: threading.Event = field(default_factory=threading.Event)
 
 
 class Command(BaseCommand):
@@ -58,6 +73,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-migrate", action="store_true", help="skip migrate")
         parser.add_argument(
             "--broker-port", type=int, default=9092, help="Kafka listener of the broker (127.0.0.1)"
+        )
+        parser.add_argument(
+            "--no-dev-listener",
+            action="store_true",
+            help="the broker refuses clients without credentials (also MILLRACE_DEV_LISTENER=off)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -71,6 +91,10 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
         boot = ensure_first_admin()
         self._broker_port = options["broker_port"]
+        self._dev_listener = not options["no_dev_listener"] and (
+            os.environ.get("MILLRACE_DEV_LISTENER", "on").strip().lower() not in OFF
+        )
+        self._output = threading.Lock()
         children = self._children(options["host"], options["port"], options["broker_port"])
         stopping = False
 
@@ -85,6 +109,7 @@ class Command(BaseCommand):
         url = f"http://{options['host']}:{options['port']}/"
         web = children[0]
         if self._wait_ready(url + "readyz", web, lambda: stopping):
+            self._wait_for_children(children, lambda: stopping)
             self._banner(url, boot)
         while not stopping:
             self._supervise(children)
@@ -109,11 +134,44 @@ class Command(BaseCommand):
 
     def _start(self, child: Child) -> None:
         # Own session: a terminal's Ctrl-C reaches only us, and we stop children in order.
+        env = {**(child.env or os.environ), "PYTHONUNBUFFERED": "1"}
         child.process = subprocess.Popen(  # noqa: S603 - our own command lines
-            child.argv, env=child.env, start_new_session=True
+            child.argv,
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
+        for source, target in (
+            (child.process.stdout, sys.stdout.buffer),
+            (child.process.stderr, sys.stderr.buffer),
+        ):
+            threading.Thread(target=self._relay, args=(child, source, target), daemon=True).start()
         child.started = time.monotonic()
         child.restart_at = None
+
+    def _relay(self, child: Child, source: IO[bytes] | None, target: IO[bytes]) -> None:
+        """Copy a child's output to ours a line at a time, noting its ready line."""
+        if source is None:
+            return
+        marker = child.ready_text.encode() if child.ready_text else None
+        for line in iter(source.readline, b""):
+            with self._output:
+                target.write(line)
+                target.flush()
+            if marker is not None and marker in line:
+                child.ready.set()
+        source.close()
+
+    def _wait_for_children(self, children: list[Child], stopping: Any) -> None:
+        """Until every child printed its ready line (at most READY_TIMEOUT_SECONDS)."""
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        waiting = [c for c in children if c.ready_text]
+        while waiting and time.monotonic() < deadline and not stopping():
+            waiting = [c for c in waiting if not c.ready.is_set()]
+            time.sleep(0.1)
+        for child in waiting:
+            self._log(f"{child.name} has not said it is ready yet; carrying on", error=True)
 
     def _supervise(self, children: list[Child]) -> None:
         """Start again, with backoff, each child that has exited."""
@@ -142,8 +200,9 @@ class Command(BaseCommand):
 
     def _log(self, message: str, error: bool = False) -> None:
         stream = self.stderr if error else self.stdout
-        stream.write(f"millrace up: {message}")
-        stream.flush()
+        with self._output:
+            stream.write(f"millrace up: {message}")
+            stream.flush()
 
     def _children(self, host: str, port: int, broker_port: int) -> list[Child]:
         python = sys.executable
@@ -173,6 +232,7 @@ class Command(BaseCommand):
                     "celery",
                     "-A",
                     "control_plane",
+                    "--quiet",  # no start-up banner: `up` prints what a person needs
                     "worker",
                     "--pool=solo",
                     "--loglevel=INFO",
@@ -186,6 +246,7 @@ class Command(BaseCommand):
                     "--hostname",
                     f"worker-{os.getpid()}@%h",
                 ],
+                ready_text=" ready.",
             ),
             Child(
                 "beat",
@@ -195,13 +256,16 @@ class Command(BaseCommand):
                     "celery",
                     "-A",
                     "control_plane",
+                    "--quiet",
                     "beat",
                     "--loglevel=INFO",
                     "--schedule",
                     str(schedule),
                 ],
+                ready_text="beat: Starting",
             ),
-            # Development listener: unauthenticated clients act as the `default` tenant.
+            # With the development listener, clients without credentials act as the
+            # `default` tenant.
             Child(
                 "broker",
                 [
@@ -214,8 +278,9 @@ class Command(BaseCommand):
                     "127.0.0.1",
                     "--port",
                     str(broker_port),
-                    "--allow-anonymous",
+                    *(["--allow-anonymous"] if self._dev_listener else []),
                 ],
+                ready_text=" ready on ",
             ),
         ]
 
@@ -235,11 +300,18 @@ class Command(BaseCommand):
         return False
 
     def _banner(self, url: str, boot: Any) -> None:
+        kafka = f"127.0.0.1:{self._broker_port}"
         lines = [
             f"Millrace is up: {url}  (API docs: {url}api/docs/)",
-            f"Kafka: 127.0.0.1:{self._broker_port}  "
-            f"(try: kcat -b 127.0.0.1:{self._broker_port} -L)",
+            f"Kafka: {kafka}  SASL_PLAINTEXT with an API key (SCRAM-SHA-256/512 or PLAIN); "
+            f"create one in the console, which shows the client settings to copy",
         ]
+        if self._dev_listener:
+            lines.append(
+                f"Development listener: {kafka} also takes clients without credentials, as "
+                f"tenant 'default' (try: kcat -b {kafka} -L); turn it off with "
+                "--no-dev-listener or MILLRACE_DEV_LISTENER=off"
+            )
         if boot.password:
             lines.append(
                 f"First admin created. Username: {boot.username}  Password: {boot.password}"
