@@ -44,6 +44,7 @@ from data_plane.acl import (
     authorize,
 )
 from frontend.console import Page, form_errors, member_view
+from frontend.snippets import client_snippets
 
 SA_NEEDS = ServiceAccountViewSet.needs
 KEY_NEEDS = ApiKeyViewSet.needs
@@ -238,9 +239,18 @@ def api_key_create(page: Page) -> HttpResponse:
             errors = form_errors(exc, {"expires_at": "expires_in_days"})
         else:
             # The one and only place the secret is shown: this response, never cached.
+            listener, snippets = client_snippets(
+                page.request, page.tenant.slug, key_id=created.api_key.key_id, secret=created.secret
+            )
             response = page.render(
                 "frontend/access_api_key_created.html",
-                {"key": created.api_key, "secret": created.secret},
+                {
+                    "key": created.api_key,
+                    "secret": created.secret,
+                    "listener": listener,
+                    "snippets": snippets,
+                    "snippets_complete": True,
+                },
             )
             response["Cache-Control"] = "no-store"
             return response

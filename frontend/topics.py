@@ -22,6 +22,7 @@ from control_plane.core.errors import ServiceError
 from control_plane.groups.lag import Brokers
 from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
 from frontend.console import Page, form_errors, member_view
+from frontend.snippets import client_snippets
 from frontend.units import DURATION_UNITS, duration_ms, whole_number
 
 NEEDS = TopicViewSet.needs
@@ -174,9 +175,12 @@ def _configs(topic: Topic) -> list[dict[str, Any]]:
 def topic_detail(page: Page, name: str) -> HttpResponse:
     topic = topic_or_404(page, name)
     partitions, failure = _partitions(page, topic)
+    listener, snippets = client_snippets(page.request, page.tenant.slug, topic=topic.name)
     return page.render(
         "frontend/topic_detail.html",
         {
+            "listener": listener,
+            "snippets": snippets,
             "topic": topic,
             "partitions": partitions,
             "offsets_failure": failure,

@@ -16,9 +16,12 @@ samples in a thread of their own (:func:`committed`); the users are removed at t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -154,6 +157,19 @@ def committed(fn):
         raise errors[0]
 
 
+def snippet(page, name: str) -> str:
+    """A client snippet's text, as the Copy button would copy it."""
+    return page.locator(f"#snippet-{name}").text_content()
+
+
+def run_pasted(program: str, text: str, timeout: float = 60) -> str:
+    """Run a snippet as a person pasting it would (a shell line, or a Python script)."""
+    args = [program, "-c", text]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, (text, done.stdout[-2000:], done.stderr[-2000:])
+    return done.stdout
+
+
 def produce(kafka, topic: str, values: list[bytes], partition: int = 0) -> None:
     producer = Producer(confluent_conf(kafka, kafka.admin_a))
     for value in values:
@@ -183,6 +199,33 @@ def test_sign_in_and_create_a_topic(alice, world, kafka):
     page.goto(f"{world['base']}/t/{kafka.tenant_a}/topics/")
     assert page.locator("#topics tbody tr").count() >= 1
     shot(page, world, "topics")
+
+
+def test_a_topic_page_gives_working_client_settings(alice, world, kafka):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = world["topic"] + "-hello"
+    admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(20)
+    page = alice
+    page.goto(f"{world['base']}/t/{kafka.tenant_a}/topics/{name}/")
+    assert "SASL_PLAINTEXT" in page.locator("#connect").inner_text()
+    key = kafka.admin_a
+
+    def filled(text: str) -> str:  # what the page asks the reader to do
+        assert "<API key id>" in text and "<API secret>" in text
+        return text.replace("<API key id>", key.key_id).replace("<API secret>", key.secret)
+
+    assert run_pasted(sys.executable, filled(snippet(page, "python"))).strip() == "delivered"
+    rest = filled(snippet(page, "rest")).split("# read partition 0 from the start")
+    assert '"offset"' in run_pasted("bash", rest[0])
+    assert "first record" in run_pasted("bash", rest[1])
+    kcat = filled(snippet(page, "kcat")).splitlines()
+    consumed = run_pasted("bash", kcat[kcat.index("# read the topic from the start, then exit") + 1])
+    lines = consumed.splitlines()
+    assert lines == ["first record", json.dumps({"note": "first record"}, separators=(",", ":"))]
+    for other in ("java", "spark", "websocket"):
+        assert name in snippet(page, other) or other == "java"
 
 
 def test_live_tail_and_message_browser(alice, world, kafka):
@@ -249,6 +292,13 @@ def test_service_account_key_acl_and_checker(alice, world, kafka):
     assert len(secret) >= 20
     assert page.locator("#copy-secret").is_visible()
     shot(page, world, "api-key-created")
+    # The client settings beside the secret work as pasted: kcat and confluent-kafka sign
+    # in with the new key (it may describe the topics its ACL below names, once made).
+    kcat_lines = snippet(page, "kcat").splitlines()
+    listing = run_pasted("bash", kcat_lines[1])
+    assert f"broker 1 at 127.0.0.1:{kafka.port}" in listing
+    python_snippet = snippet(page, "python")
+    assert secret in python_snippet and "SCRAM-SHA-256" in snippet(page, "java")
     page.goto(base + "/api-keys/")
     assert secret not in page.content()  # shown once
     assert world["account"] in page.locator("main").inner_text()
@@ -264,6 +314,9 @@ def test_service_account_key_acl_and_checker(alice, world, kafka):
     page.goto(base + "/acls/")
     assert "orders-" in page.locator("main").inner_text()
     shot(page, world, "acls")
+
+    # Now the key may describe the topic, and the Python snippet (pasted as is) lists it.
+    assert world["topic"] in run_pasted(sys.executable, python_snippet)
 
     page.goto(base + "/acl-check/")
     page.select_option("#id_principal", f"User:{world['account']}")
