@@ -164,10 +164,9 @@ def group_reset(page: Page, group_id: str) -> HttpResponse:
         group_services.ensure_inactive(group, "reset offsets of")
         plan = group_lag.plan_reset(page.tenant, group, **args)
     except ServiceError as exc:
-        errors = form_errors(exc, {"topics": "topic"})
-        if "form" in errors:
-            messages.error(page.request, errors["form"])
-            return _back_to(page, group)
+        # Shown on the group's page beside the reset form, with what was chosen; a refusal
+        # about the group itself (it has members) is the form's error.
+        errors = form_errors(exc, {"topics": "topic", "group_id": "form"})
         detail = group_lag.describe(page.tenant, group)
         return page.render(
             "frontend/group_detail.html",

@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from control_plane.api.views import TopicViewSet
@@ -33,6 +34,9 @@ PARTITION_ERRORS = {
     "LEADER_NOT_AVAILABLE": "no leader",
     "NOT_LEADER_OR_FOLLOWER": "leader moving",
 }
+# For this long after partitions were created (with the topic, or added), the errors above
+# mean the leader has not opened them yet: shown as "starting", not as a failure.
+STARTING_SECONDS = 30
 
 
 def topic_or_404(page: Page, name: str) -> Topic:
@@ -130,10 +134,13 @@ def _partitions(page: Page, topic: Topic) -> tuple[list[dict[str, Any]], str | N
     with Brokers(page.tenant) as brokers:
         state = brokers.log_state(tps, {})
     sizes = usage.partition_sizes(page.tenant, topic) if state.failure is None else {}
+    young = (timezone.now() - topic.updated_at).total_seconds() < STARTING_SECONDS
     out = []
     for p in rows:
         tp = (topic.name, p.index)
         start, end = state.start.get(tp), state.end.get(tp)
+        code = state.errors.get(tp)
+        starting = young and code in PARTITION_ERRORS
         out.append(
             {
                 "index": p.index,
@@ -146,21 +153,25 @@ def _partitions(page: Page, topic: Topic) -> tuple[list[dict[str, Any]], str | N
                 "end": end,
                 "records": end - start if start is not None and end is not None else None,
                 "size": sizes.get(p.index),
-                "error": PARTITION_ERRORS.get(state.errors.get(tp) or "", state.errors.get(tp)),
+                "starting": starting,
+                "error": None if starting else PARTITION_ERRORS.get(code or "", code),
             }
         )
     return out, state.failure
 
 
-def _configs(topic: Topic) -> list[dict[str, Any]]:
+def _configs(topic: Topic, submitted: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The configs table's rows; ``submitted`` (a refused edit) shows what was typed."""
     effective = effective_configs(topic.configs)
     rows = []
     for name, definition in TOPIC_CONFIGS.items():
         value = effective[name]
+        shown = definition.to_kafka_string(value)
         rows.append(
             {
                 "name": name,
-                "value": definition.to_kafka_string(value),
+                "id": name.replace(".", "-"),  # for the error's element id
+                "value": (submitted or {}).get(name, shown),
                 "default": definition.to_kafka_string(definition.default),
                 "overridden": name in topic.configs,
                 "doc": definition.doc,
@@ -173,7 +184,16 @@ def _configs(topic: Topic) -> list[dict[str, Any]]:
 
 @member_view("topics")
 def topic_detail(page: Page, name: str) -> HttpResponse:
-    topic = topic_or_404(page, name)
+    return _detail(page, topic_or_404(page, name))
+
+
+def _detail(
+    page: Page,
+    topic: Topic,
+    *,
+    submitted: dict[str, str] | None = None,
+    errors: dict[str, str] | None = None,
+) -> HttpResponse:
     partitions, failure = _partitions(page, topic)
     listener, snippets = client_snippets(page.request, page.tenant.slug, topic=topic.name)
     return page.render(
@@ -184,11 +204,12 @@ def topic_detail(page: Page, name: str) -> HttpResponse:
             "topic": topic,
             "partitions": partitions,
             "offsets_failure": failure,
-            "configs": _configs(topic),
+            "configs": _configs(topic, submitted),
             "total_records": sum(p["records"] or 0 for p in partitions),
             "retention": effective_configs(topic.configs)["retention.ms"],
-            "errors": {},
+            "errors": errors or {},
         },
+        status=400 if errors else 200,
     )
 
 
@@ -208,11 +229,18 @@ def topic_configs(page: Page, name: str) -> HttpResponse:
             changes[key] = raw.strip()
     if not changes:
         messages.info(page.request, "Nothing changed.")
-    else:
-        page.act(
-            lambda: catalog_services.alter_topic_configs(page.actor, topic, changes),
-            f"Saved {', '.join(sorted(changes))}.",
-        )
+        return _back_to(page, topic)
+    try:
+        catalog_services.alter_topic_configs(page.actor, topic, changes)
+    except ServiceError as exc:
+        # Shown again with what was typed, the error beside its config; nothing was saved.
+        submitted = {
+            k: page.request.POST[k].strip() for k in TOPIC_CONFIGS if k in page.request.POST
+        }
+        field = (exc.field or "").removeprefix("configs.")
+        errors = {field if field in TOPIC_CONFIGS else "configs": exc.message}
+        return _detail(page, topic, submitted=submitted, errors=errors)
+    messages.success(page.request, f"Saved {', '.join(sorted(changes))}.")
     return _back_to(page, topic)
 
 

@@ -42,3 +42,9 @@ def filesize(value: int | None) -> str:
             return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{value} B"
+
+
+@register.filter
+def get(mapping: dict[str, object] | None, key: str) -> object:
+    """``mapping[key]``, or None: for keys a template cannot spell (``retention.ms``)."""
+    return (mapping or {}).get(key)

@@ -196,6 +196,19 @@ def test_sign_in_and_create_a_topic(alice, world, kafka):
     page.fill("#id_name", "bad name!")
     page.click("main form button[type=submit]")
     assert page.locator("#name-error").is_visible()
+    # A config edit the service refuses: shown again as typed, the error beside it.
+    page.goto(f"{world['base']}/t/{kafka.tenant_a}/topics/{world['topic']}/")
+    page.fill("input[name='retention.ms']", "abc")
+    page.fill("input[name='segment.ms']", "700000")
+    page.click("#configs-heading ~ form button[type=submit]")
+    assert page.locator("#config-retention-ms-error").inner_text()
+    assert page.locator("input[name='retention.ms']").input_value() == "abc"
+    assert page.locator("input[name='segment.ms']").input_value() == "700000"
+    assert page.locator("input[name='retention.ms']").get_attribute("aria-invalid") == "true"
+    page.goto(f"{world['base']}/t/{kafka.tenant_a}/topics/{world['topic']}/")
+    assert "3 d" in page.locator("dl.stats").inner_text()  # nothing was saved
+    assert page.locator("input[name='segment.ms']").input_value() != "700000"
+
     page.goto(f"{world['base']}/t/{kafka.tenant_a}/topics/")
     assert page.locator("#topics tbody tr").count() >= 1
     shot(page, world, "topics")
@@ -399,9 +412,43 @@ def test_consumer_group_lag_moves_and_offsets_reset(alice, world, kafka):
     page.goto(f"{world['base']}/t/{kafka.tenant_a}/groups/")
     assert group in page.locator("#groups").inner_text()
 
+    # The chart's times are 24-hour UTC, like the rest of the console.
+    page.goto(url)
+    box = page.locator(".chart canvas").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.9, box["y"] + box["height"] / 2)
+    legend_time = page.locator(".u-legend .u-series").first.locator(".u-value").inner_text()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", legend_time), legend_time
+    assert page.locator(".u-legend .u-series").first.locator(".u-label").inner_text() == "UTC"
+
+    # While the group has a member, a reset is refused, and the page says why.
+    member = consumer(kafka, group)
+    member.subscribe([topic])
+    joined = False
+    for _ in range(40):
+        member.poll(0.5)
+        if member.assignment():
+            joined = True
+            break
+    assert joined
+    try:
+        page.goto(url)
+        page.select_option("#id_to", "earliest")
+        page.click("text=Preview reset")
+        refused = page.locator("#reset-refused")
+        assert "while it has members" in refused.inner_text()
+        assert page.locator("#id_to").input_value() == "earliest"  # the choice is kept
+    finally:
+        member.close()
+
     page.goto(url)
     page.select_option("#id_to", "latest")
-    page.click("text=Preview reset")
+    for _ in range(30):  # the member's leaving reaches the coordinator
+        page.click("text=Preview reset")
+        if page.locator("#reset-refused").count() == 0:
+            break
+        time.sleep(0.5)
+        page.goto(url)
+        page.select_option("#id_to", "latest")
     assert "Nothing has changed yet" in page.locator("main").inner_text()
     assert page.locator("#reset-plan tbody tr").count() == 1
     shot(page, world, "reset-preview")
@@ -425,6 +472,17 @@ def test_a_member_of_tenant_b_sees_none_of_it(browser, world, kafka):
         for path in ("", "topics/" + world["topic"] + "/", "groups/" + world["group"] + "/"):
             response = page.goto(f"{world['base']}/t/{kafka.tenant_a}/{path}")
             assert response.status == 404
+            # The console's own page: its header, its sign-out, a way back.
+            assert page.locator("h1").inner_text() == "Not found"
+            assert page.locator("header.topbar").is_visible()
+            assert page.locator("text=Back to the console").is_visible()
+        # A page of the tenant bob may see, but not as an operator: 403, in the layout too.
+        response = page.goto(f"{world['base']}/cluster/")
+        assert response.status == 403
+        assert page.locator("h1").inner_text() == "Not allowed"
+        icon = page.locator("link[rel=icon]").get_attribute("href")
+        assert page.request.get(world["base"] + icon).status == 200
+        assert page.request.get(world["base"] + "/favicon.ico").status == 200
         page.goto(f"{world['base']}/t/{kafka.tenant_b}/api-keys/")
         assert world["account"] not in page.content()
         page.goto(f"{world['base']}/t/{kafka.tenant_b}/")
