@@ -192,14 +192,27 @@ class Broker:
         if self.config.port == 0 or self.config.tls_port == 0:
             await self._register()  # now with the ports the system picked
         if self.config.metrics_port is not None:
-            self._health = HealthServer(
-                self.metrics,
-                self.config.metrics_host or self.config.host,
-                self.config.metrics_port,
-                live=self._live,
-                ready=self._readiness,
-            )
-            self._health.start()
+            metrics_host = self.config.metrics_host or self.config.host
+            try:
+                self._health = HealthServer(
+                    self.metrics,
+                    metrics_host,
+                    self.config.metrics_port,
+                    live=self._live,
+                    ready=self._readiness,
+                )
+            except OSError as exc:
+                # One line, and the broker serves Kafka without the endpoint.
+                logger.warning(
+                    "broker %s: no /metrics, /healthz or /readyz: %s:%s is not free (%s); "
+                    "set MILLRACE_BROKER_METRICS_PORT to another port, 0 for any, or off",
+                    self.config.broker_id,
+                    metrics_host,
+                    self.config.metrics_port,
+                    exc.strerror,
+                )
+            else:
+                self._health.start()
         self.logs.start(self.config.maintenance_seconds)
         self._refresh_thread = threading.Thread(
             target=self._watch_metadata, name="metadata-watch", daemon=True
