@@ -18,7 +18,7 @@ def signed_in(user) -> Client:
 
 def test_a_topic_page_names_the_plain_listeners_and_no_secret(owner, tenant_a):
     for broker_id in (1, 2):
-        Broker.objects.create(id=broker_id, host="10.0.0.%d" % broker_id, port=9092)
+        Broker.objects.create(id=broker_id, host=f"10.0.0.{broker_id}", port=9092)
     catalog_services.create_topic(Actor(user=owner), tenant_a, name="orders", partition_count=1)
     page = signed_in(owner).get("/t/acme/topics/orders/").content.decode()
     assert "10.0.0.1:9092,10.0.0.2:9092" in page

@@ -258,7 +258,7 @@ def test_the_development_listener_can_be_turned_off(tmp_path):
     from confluent_kafka.admin import AdminClient
 
     broker_port = free_port()
-    proc, env, out = _start_up(tmp_path, free_port(), broker_port, "--no-dev-listener")
+    proc, _env, out = _start_up(tmp_path, free_port(), broker_port, "--no-dev-listener")
     try:
         out.wait_for(r"Press Ctrl-C to stop", timeout=90)
         assert "Development listener" not in out.text()

@@ -234,7 +234,8 @@ def test_a_topic_page_gives_working_client_settings(alice, world, kafka):
     assert '"offset"' in run_pasted("bash", rest[0])
     assert "first record" in run_pasted("bash", rest[1])
     kcat = filled(snippet(page, "kcat")).splitlines()
-    consumed = run_pasted("bash", kcat[kcat.index("# read the topic from the start, then exit") + 1])
+    read_line = kcat[kcat.index("# read the topic from the start, then exit") + 1]
+    consumed = run_pasted("bash", read_line)
     lines = consumed.splitlines()
     assert lines == ["first record", json.dumps({"note": "first record"}, separators=(",", ":"))]
     for other in ("java", "spark", "websocket"):
