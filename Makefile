@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
-	bench-replication bench-streams bench-spark chaos soak screenshots
+	bench-replication bench-streams bench-spark bench-console chaos soak screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ bench-replication: install
 ## Data API benchmark: REST produce, WebSocket delivery and latency (daphne + a broker; Postgres, Redis).
 bench-streams: install
 	$(PY) -m control_plane.streams.bench
+
+## Console pages: p50/p95 with 1,000 topics and 100 groups in the tenant (daphne + a broker; Postgres).
+bench-console: install
+	$(PY) -m frontend.bench
 
 ## Spark batch read of 1,000,000 records against the client alone (docs/performance.md).
 bench-spark: install
