@@ -415,6 +415,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RecordFormatEnum": "control_plane.streams.codec.FORMATS",
         "HeaderFormatEnum": "control_plane.streams.codec.HEADER_FORMATS",
+        "PatternEnum": "control_plane.access.presets.PATTERNS",
     },
 }
 

@@ -1,9 +1,7 @@
 """Root URLs: console, admin API, API schema and docs, Django admin, health, metrics."""
 
 from django.contrib import admin
-from django.templatetags.static import static
 from django.urls import include, path, re_path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from control_plane import metrics
@@ -19,7 +17,7 @@ urlpatterns = [
     path("readyz", core_views.readyz, name="readyz"),
     path("metrics", metrics.metrics_view, name="metrics"),
     # Browsers ask for it on pages without the console's <link rel="icon"> (API docs, admin).
-    path("favicon.ico", RedirectView.as_view(url=static("frontend/favicon.svg"), permanent=True)),
+    path("favicon.ico", core_views.favicon),
     path("", include("frontend.urls")),
 ]
 

@@ -146,7 +146,7 @@ def test_embedded_default_uses_sqlite_wal_and_local_layers(tmp_path):
     result = django_python(code, environ)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == (
-        '["sqlite", "wal", "channels.layers.InMemoryChannelLayer", "filesystem://"]'
+        '["sqlite", "wal", "channels.layers.InMemoryChannelLayer", "filesystem://localhost//"]'
     )
     assert (tmp_path / "millrace.sqlite3").exists()
     assert oct((tmp_path / "secret_key").stat().st_mode & 0o777) == "0o600"

@@ -59,6 +59,7 @@ PRESETS: dict[str, tuple[str, list[tuple[ResourceType, Operation]], bool]] = {
     "topic-admin": ("administer the topics (every operation)", [(TOPIC, OP.ALL)], False),
 }
 PRESET_CHOICES = list(PRESETS)
+PATTERNS = tuple(p.value for p in PatternType)  # how a preset's names match
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
-from control_plane.access.presets import PRESET_CHOICES
+from control_plane.access.presets import PATTERNS, PRESET_CHOICES
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog.models import Partition, Topic
 from control_plane.tenancy.models import Membership, Role, Tenant
@@ -214,15 +214,11 @@ class AclPresetSerializer(serializers.Serializer):
         "All on the topics",
     )
     topic = serializers.CharField(max_length=255, help_text="a topic name, a prefix, or '*'")
-    topic_pattern = serializers.ChoiceField(
-        choices=[p.value for p in PatternType], default=PatternType.LITERAL.value
-    )
+    topic_pattern = serializers.ChoiceField(choices=PATTERNS, default=PatternType.LITERAL.value)
     group = serializers.CharField(
         max_length=255, required=False, allow_blank=True, help_text="consumer: a group or prefix"
     )
-    group_pattern = serializers.ChoiceField(
-        choices=[p.value for p in PatternType], default=PatternType.PREFIXED.value
-    )
+    group_pattern = serializers.ChoiceField(choices=PATTERNS, default=PatternType.PREFIXED.value)
 
 
 class ServiceAccountCreateSerializer(ServiceAccountSerializer):
@@ -303,9 +299,7 @@ class AclSerializer(serializers.ModelSerializer):
 class AclCreateSerializer(serializers.Serializer):
     principal = serializers.CharField(help_text="'User:<service account name>' or 'User:*'")
     resource_type = serializers.ChoiceField(choices=[t.value for t in ResourceType])
-    pattern_type = serializers.ChoiceField(
-        choices=[p.value for p in PatternType], default=PatternType.LITERAL.value
-    )
+    pattern_type = serializers.ChoiceField(choices=PATTERNS, default=PatternType.LITERAL.value)
     resource_name = serializers.CharField(max_length=255)
     operation = serializers.ChoiceField(choices=[o.value for o in Operation])
     permission = serializers.ChoiceField(

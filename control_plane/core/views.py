@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.core.cache import cache
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
+from django.templatetags.static import static
 from django.views import defaults
 from django.views.decorators.http import require_GET
 
@@ -49,6 +50,13 @@ def readyz(request: HttpRequest) -> JsonResponse:
 
 def api_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
     return JsonResponse(error_body("not_found", f"no API endpoint at {request.path}"), status=404)
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """The console's icon, for pages without its <link rel="icon"> (API docs, admin); the
+    static URL is looked up per request (in production it comes from collectstatic's
+    manifest)."""
+    return HttpResponsePermanentRedirect(static("frontend/favicon.svg"))
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
