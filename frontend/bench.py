@@ -58,6 +58,27 @@ print(json.dumps({"sampled": True}))
 """
 
 
+# --profile: where one page's time goes, in-process (Django's test client, same database and
+# brokers), the top functions by cumulative time.
+PROFILE_SCRIPT = """
+import cProfile, pstats, io
+from django.contrib.auth import get_user_model
+from django.test import Client
+client = Client(HTTP_HOST="127.0.0.1")
+client.force_login(get_user_model().objects.get(username="bench-owner"))
+for _ in range(2):
+    client.get(%(path)r)
+profile = cProfile.Profile()
+profile.enable()
+for _ in range(5):
+    assert client.get(%(path)r).status_code == 200
+profile.disable()
+out = io.StringIO()
+pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(45)
+print(out.getvalue())
+"""
+
+
 def topic(i: int) -> str:
     return f"orders-{i:04d}"
 
@@ -162,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--keep", action="store_true", help="keep the logs")
+    parser.add_argument("--profile", metavar="PAGE", help="profile one page instead (a path)")
     args = parser.parse_args(argv)
     if args.quick:
         args.topics, args.groups, args.requests = 20, 3, 3
@@ -174,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         seed(f"127.0.0.1:{broker_port}", key, args.topics, args.groups)
         manage(env, "shell", "-c", SEED_SCRIPT % {"password": PASSWORD})
         manage(env, "shell", "-c", SAMPLE_SCRIPT)
+        if args.profile:
+            print(
+                manage(
+                    {**env, "DEBUG": "0"}, "shell", "-c", PROFILE_SCRIPT % {"path": args.profile}
+                )
+            )
+            return 0
         port = free_port()
         web = start_web(env, port, work / "web.log")
         try:

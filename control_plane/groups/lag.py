@@ -78,6 +78,16 @@ class LogState:
     failure: str | None = None
 
 
+@dataclass(frozen=True)
+class LogQuery:
+    """One caller's question for ``read_log_states``: these partitions, with these
+    committed offsets, and these partitions read from the log start (no commit yet)."""
+
+    partitions: frozenset[TopicPartition]
+    committed: dict[TopicPartition, int]
+    from_start: frozenset[TopicPartition] = frozenset()
+
+
 def read_log_state(
     client: ClusterClient,
     partitions: Iterable[TopicPartition],
@@ -88,29 +98,69 @@ def read_log_state(
 ) -> LogState:
     """Log start and end of ``partitions``, and the timestamp of the next record to read:
     at the committed offset, or at the log start for ``from_start`` (no commit yet)."""
-    state = LogState()
-    wanted = sorted(set(partitions))
+    query = LogQuery(frozenset(partitions), committed, frozenset(from_start))
+    return read_log_states(client, [query], with_start=with_start)[0]
+
+
+def read_log_states(
+    client: ClusterClient, queries: list[LogQuery], *, with_start: bool = True
+) -> list[LogState]:
+    """``read_log_state`` for many callers at once (every group of a page): the log ends
+    and starts of all their partitions in one ListOffsets round, and the next records'
+    timestamps in as few Fetch rounds as the distinct offsets per partition need."""
+    states = [LogState() for _ in queries]
+    wanted = sorted({tp for q in queries for tp in q.partitions})
     if not wanted:
-        return state
+        return states
+    end: dict[TopicPartition, int] = {}
+    start: dict[TopicPartition, int] = {}
+    errors: dict[TopicPartition, str] = {}
     for tp, answer in client.list_offsets(dict.fromkeys(wanted, LATEST)).items():
         if answer.error == ErrorCode.NONE:
-            state.end[tp] = answer.offset
+            end[tp] = answer.offset
         else:
-            state.errors[tp] = ErrorCode(answer.error).name
-    if with_start:
-        for tp, answer in client.list_offsets(dict.fromkeys(state.end, EARLIEST)).items():
+            errors[tp] = ErrorCode(answer.error).name
+    if with_start and end:
+        for tp, answer in client.list_offsets(dict.fromkeys(end, EARLIEST)).items():
             if answer.error == ErrorCode.NONE:
-                state.start[tp] = answer.offset
-    basis = dict(committed)
-    for tp in from_start:
-        if tp in state.start:
-            basis[tp] = state.start[tp]
-    lagging = {
-        tp: offset for tp, offset in basis.items() if tp in state.end and offset < state.end[tp]
-    }
-    for tp, position in client.positions(lagging).items():
-        state.next_timestamp[tp] = position.timestamp if position.error == ErrorCode.NONE else None
-    return state
+                start[tp] = answer.offset
+    # Each round asks one offset per partition; a partition two callers read from different
+    # offsets goes into two rounds.
+    rounds: list[dict[TopicPartition, int]] = []
+    asked: list[dict[TopicPartition, int]] = []  # per query: partition -> its round
+    for q in queries:
+        basis = {tp: o for tp, o in q.committed.items() if tp in q.partitions}
+        for tp in q.from_start:
+            if tp in start:
+                basis[tp] = start[tp]
+        mine: dict[TopicPartition, int] = {}
+        for tp, offset in basis.items():
+            if tp not in end or offset >= end[tp]:
+                continue
+            for number, offsets in enumerate(rounds):
+                if offsets.get(tp, offset) == offset:
+                    offsets[tp] = offset
+                    mine[tp] = number
+                    break
+            else:
+                rounds.append({tp: offset})
+                mine[tp] = len(rounds) - 1
+        asked.append(mine)
+    answers = [client.positions(offsets) for offsets in rounds]
+    for q, state, mine in zip(queries, states, asked, strict=True):
+        for tp in q.partitions:
+            if tp in end:
+                state.end[tp] = end[tp]
+            if tp in start:
+                state.start[tp] = start[tp]
+            if tp in errors:
+                state.errors[tp] = errors[tp]
+        for tp, number in mine.items():
+            position = answers[number][tp]
+            state.next_timestamp[tp] = (
+                position.timestamp if position.error == ErrorCode.NONE else None
+            )
+    return states
 
 
 class Brokers:
@@ -150,6 +200,18 @@ class Brokers:
             self.client.close()
             self.client = None
             return LogState(failure=self.failure)
+
+    def log_states(self, queries: list[LogQuery]) -> list[LogState]:
+        """``log_state`` for many queries in a few rounds (``read_log_states``)."""
+        if self.client is None:
+            return [LogState(failure=self.failure) for _ in queries]
+        try:
+            return read_log_states(self.client, queries)
+        except KafkaClientError as exc:
+            self.failure = f"the brokers could not be asked: {exc}"
+            self.client.close()
+            self.client = None
+            return [LogState(failure=self.failure) for _ in queries]
 
     def offsets_for_time(
         self, partitions: Iterable[TopicPartition], timestamp_ms: int
@@ -203,10 +265,25 @@ def _committed_rows(group: ConsumerGroup, visible: Visible) -> list[CommittedOff
     return [r for r in rows if visible(r.topic.name)]
 
 
-def group_offsets(
-    group: ConsumerGroup, brokers: Brokers, *, visible: Visible = _everything
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
-    """(members, per-partition offsets and lag, why broker data is missing or None)."""
+@dataclass
+class _GroupView:
+    """What a group's offsets table is made of, before the brokers are asked."""
+
+    members: list[dict[str, Any]]
+    owner: dict[TopicPartition, dict[str, Any]]
+    rows: dict[TopicPartition, CommittedOffset]
+
+    @property
+    def query(self) -> LogQuery:
+        committed = {tp: r.offset for tp, r in self.rows.items()}
+        # Assigned with nothing committed: lag counts from the log start.
+        uncommitted = frozenset(set(self.owner) - set(self.rows))
+        return LogQuery(frozenset(set(self.rows) | set(self.owner)), committed, uncommitted)
+
+
+def _group_view(
+    group: ConsumerGroup, visible: Visible, rows: list[CommittedOffset] | None = None
+) -> _GroupView:
     members = [_decoded_member(group, m) for m in group.members]
     owner: dict[TopicPartition, dict[str, Any]] = {}
     for m in members:
@@ -217,19 +294,16 @@ def group_offsets(
             for a in m["assignment"]:
                 for p in a["partitions"]:
                     owner[(a["topic"], p)] = m
-    rows = {(r.topic.name, r.partition): r for r in _committed_rows(group, visible)}
-    committed = {tp: r.offset for tp, r in rows.items()}
-    partitions = set(rows) | set(owner)
-    uncommitted = set(owner) - set(rows)  # assigned, nothing committed: from the log start
-    state = (
-        brokers.log_state(partitions, committed, from_start=uncommitted)
-        if partitions
-        else LogState()
-    )
+    if rows is None:
+        rows = _committed_rows(group, visible)
+    return _GroupView(members, owner, {(r.topic.name, r.partition): r for r in rows})
+
+
+def _offset_rows(view: _GroupView, state: LogState) -> list[dict[str, Any]]:
     now_ms = int(time.time() * 1000)
     offsets = []
-    for tp in sorted(partitions):
-        row, member = rows.get(tp), owner.get(tp)
+    for tp in sorted(view.query.partitions):
+        row, member = view.rows.get(tp), view.owner.get(tp)
         basis = "committed" if row is not None else "log_start"
         position = row.offset if row is not None else state.start.get(tp)
         lag, lag_seconds = compute_lag(
@@ -253,7 +327,40 @@ def group_offsets(
                 "error": state.errors.get(tp),
             }
         )
-    return members, offsets, state.failure
+    return offsets
+
+
+def group_offsets(
+    group: ConsumerGroup, brokers: Brokers, *, visible: Visible = _everything
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
+    """(members, per-partition offsets and lag, why broker data is missing or None)."""
+    view = _group_view(group, visible)
+    query = view.query
+    state = (
+        brokers.log_state(query.partitions, query.committed, from_start=query.from_start)
+        if query.partitions
+        else LogState()
+    )
+    return view.members, _offset_rows(view, state), state.failure
+
+
+def many_group_offsets(
+    groups: list[ConsumerGroup], brokers: Brokers, *, visible: Visible = _everything
+) -> list[tuple[list[dict[str, Any]], str | None]]:
+    """``group_offsets`` (offsets and failure) of every group, asking the brokers and the
+    database a fixed number of times however many groups there are."""
+    rows: dict[int, list[CommittedOffset]] = {g.pk: [] for g in groups}
+    committed = (
+        CommittedOffset.objects.filter(group__in=[g.pk for g in groups])
+        .select_related("topic")
+        .order_by("topic__name", "partition")
+    )
+    for row in committed:
+        if visible(row.topic.name):
+            rows[row.group_id].append(row)
+    views = [_group_view(g, visible, rows[g.pk]) for g in groups]
+    states = brokers.log_states([v.query for v in views])
+    return [(_offset_rows(v, s), s.failure) for v, s in zip(views, states, strict=True)]
 
 
 def summary_fields(group: ConsumerGroup, offsets: list[dict[str, Any]]) -> dict[str, Any]:
@@ -293,12 +400,13 @@ def summaries(
     tenant: Tenant, groups: Iterable[ConsumerGroup], *, visible: Visible = _everything
 ) -> list[dict[str, Any]]:
     """Each group's state and lag totals (one broker connection for all of them)."""
-    out = []
+    groups = list(groups)
     with Brokers(tenant) as brokers:
-        for group in groups:
-            _, offsets, failure = group_offsets(group, brokers, visible=visible)
-            out.append({**summary_fields(group, offsets), "offsets_error": failure})
-    return out
+        answers = many_group_offsets(groups, brokers, visible=visible)
+    return [
+        {**summary_fields(group, offsets), "offsets_error": failure}
+        for group, (offsets, failure) in zip(groups, answers, strict=True)
+    ]
 
 
 # --- offset reset plans -----------------------------------------------------------------------
@@ -413,28 +521,29 @@ def sample_lag() -> int:
     )
     for tenant, tenant_groups in groupby(groups, key=lambda g: g.tenant):
         topics = {t.name: t for t in Topic.objects.filter(tenant=tenant)}
+        batch = list(tenant_groups)
         with Brokers(tenant) as brokers:
-            for group in tenant_groups:
-                _, offsets, failure = group_offsets(group, brokers)
-                if failure:
-                    break  # this tenant's brokers are unreachable: next tenant
-                samples = [
-                    LagSample(
-                        group=group,
-                        topic=topics[o["topic"]],
-                        partition=o["partition"],
-                        at=now,
-                        committed_offset=o["committed_offset"],
-                        lag_basis=o["lag_basis"],
-                        log_end_offset=o["log_end_offset"],
-                        lag=o["lag"],
-                        lag_seconds=o["lag_seconds"],
-                    )
-                    for o in offsets
-                    if o["lag"] is not None and o["topic"] in topics
-                ]
-                LagSample.objects.bulk_create(samples)
-                written += len(samples)
+            answers = many_group_offsets(batch, brokers)
+        for group, (offsets, failure) in zip(batch, answers, strict=True):
+            if failure:
+                break  # this tenant's brokers are unreachable: next tenant
+            samples = [
+                LagSample(
+                    group=group,
+                    topic=topics[o["topic"]],
+                    partition=o["partition"],
+                    at=now,
+                    committed_offset=o["committed_offset"],
+                    lag_basis=o["lag_basis"],
+                    log_end_offset=o["log_end_offset"],
+                    lag=o["lag"],
+                    lag_seconds=o["lag_seconds"],
+                )
+                for o in offsets
+                if o["lag"] is not None and o["topic"] in topics
+            ]
+            LagSample.objects.bulk_create(samples)
+            written += len(samples)
     horizon = now - timedelta(hours=settings.MILLRACE_LAG_HISTORY_HOURS)
     LagSample.objects.filter(at__lt=horizon).delete()
     return written
