@@ -8,8 +8,10 @@ validation messages, audit events and broker notifications are the API's own.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -37,6 +39,7 @@ PARTITION_ERRORS = {
 # For this long after partitions were created (with the topic, or added), the errors above
 # mean the leader has not opened them yet: shown as "starting", not as a failure.
 STARTING_SECONDS = 30
+TOPICS_PER_PAGE = 100
 
 
 def topic_or_404(page: Page, name: str) -> Topic:
@@ -50,12 +53,15 @@ def _back_to(page: Page, topic: Topic) -> HttpResponse:
 @member_view("topics")
 def topic_list(page: Page) -> HttpResponse:
     query = page.request.GET.get("q", "").strip()
-    rows = Topic.objects.filter(tenant=page.tenant)
+    matching = Topic.objects.filter(tenant=page.tenant).order_by("name")
     if query:
-        rows = rows.filter(name__icontains=query)
-    rows = list(rows)
+        matching = matching.filter(name__icontains=query)
+    # A page of topics at a time: the brokers and the samples are asked about those only.
+    pages = Paginator(matching, TOPICS_PER_PAGE)
+    shown = pages.get_page(page.request.GET.get("page"))
+    rows = list(shown.object_list)
     sizes, sizes_failure = usage.topic_sizes(page.tenant, rows)
-    rates = usage.recent_rates(page.tenant)
+    rates = usage.recent_rates(page.tenant, topics=rows)
     topics = []
     for topic in rows:
         effective = effective_configs(topic.configs)
@@ -70,7 +76,13 @@ def topic_list(page: Page) -> HttpResponse:
         )
     return page.render(
         "frontend/topics.html",
-        {"topics": topics, "q": query, "sizes_failure": sizes_failure},
+        {
+            "topics": topics,
+            "q": query,
+            "sizes_failure": sizes_failure,
+            "shown": shown,
+            "pager_query": urlencode({"q": query}) + "&" if query else "",
+        },
         partial="frontend/partials/topic_rows.html",
     )
 

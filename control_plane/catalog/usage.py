@@ -137,13 +137,18 @@ def throughput(tenant: Tenant, hours: int, topic: Topic | None = None) -> dict[s
     }
 
 
-def recent_rates(tenant: Tenant, minutes: int = 10) -> dict[str, float]:
-    """{topic: records/s produced between its last two samples in the last ``minutes``}."""
+def recent_rates(
+    tenant: Tenant, minutes: int = 10, topics: Iterable[Topic] | None = None
+) -> dict[str, float]:
+    """{topic: records/s produced between its last two samples in the last ``minutes``},
+    for ``topics`` (default: all the tenant's)."""
     since = timezone.now() - timedelta(minutes=minutes)
     latest: dict[str, list[TopicSample]] = defaultdict(list)
     samples = TopicSample.objects.filter(topic__tenant=tenant, at__gte=since).select_related(
         "topic"
     )
+    if topics is not None:
+        samples = samples.filter(topic__in=[t.pk for t in topics])
     for s in samples.order_by("topic_id", "-at"):
         pair = latest[s.topic.name]
         if len(pair) < 2:

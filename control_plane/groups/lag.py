@@ -121,7 +121,9 @@ def read_log_states(
         else:
             errors[tp] = ErrorCode(answer.error).name
     if with_start and end:
-        for tp, answer in client.list_offsets(dict.fromkeys(end, EARLIEST)).items():
+        # The same partitions as a moment ago: the leaders just learned still hold.
+        earliest = client.list_offsets(dict.fromkeys(end, EARLIEST), refresh=False)
+        for tp, answer in earliest.items():
             if answer.error == ErrorCode.NONE:
                 start[tp] = answer.offset
     # Each round asks one offset per partition; a partition two callers read from different

@@ -169,10 +169,11 @@ class ClusterClient:
         return self._partitions.get(topic)
 
     def _by_leader(
-        self, partitions: Iterable[TopicPartition]
+        self, partitions: Iterable[TopicPartition], refresh: bool = True
     ) -> tuple[dict[int, list[TopicPartition]], dict[TopicPartition, int]]:
         wanted = list(dict.fromkeys(partitions))
-        self.refresh({t for t, _ in wanted})
+        if refresh:
+            self.refresh({t for t, _ in wanted})
         groups: dict[int, list[TopicPartition]] = {}
         errors: dict[TopicPartition, int] = {}
         for tp in wanted:
@@ -191,9 +192,9 @@ class ClusterClient:
         return groups, errors
 
     def _per_leader(
-        self, partitions: Iterable[TopicPartition], ask: Any, on_error: Any
+        self, partitions: Iterable[TopicPartition], ask: Any, on_error: Any, refresh: bool = True
     ) -> dict[TopicPartition, Any]:
-        groups, errors = self._by_leader(partitions)
+        groups, errors = self._by_leader(partitions, refresh)
         out: dict[TopicPartition, Any] = {tp: on_error(code) for tp, code in errors.items()}
         for leader, tps in groups.items():
             try:
@@ -273,9 +274,12 @@ class ClusterClient:
     # --- offsets ---------------------------------------------------------------------------
 
     def list_offsets(
-        self, queries: Mapping[TopicPartition, int]
+        self, queries: Mapping[TopicPartition, int], *, refresh: bool = True
     ) -> dict[TopicPartition, OffsetAnswer]:
         """ListOffsets: ``EARLIEST``, ``LATEST`` or a timestamp (ms) per partition.
+
+        ``refresh=False`` uses the leaders the last refresh learned (a caller asking again
+        about the same partitions right after).
 
         For a timestamp the answer is the first offset whose record has a timestamp at or
         after it (offset -1 when every record is older).
@@ -308,7 +312,7 @@ class ClusterClient:
                 for p in t["partitions"]
             }
 
-        return self._per_leader(queries, ask, lambda code: OffsetAnswer(error=code))
+        return self._per_leader(queries, ask, lambda code: OffsetAnswer(error=code), refresh)
 
     def positions(
         self, positions: Mapping[TopicPartition, int], *, max_bytes: int = 1 << 20
