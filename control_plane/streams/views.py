@@ -218,7 +218,12 @@ async def produce_records(
     without a partition gets the one aiokafka's default partitioner picks (murmur2 of the
     key, as Kafka clients; unkeyed records spread).
     """
-    producer = await gateway.producer(who, acks, bootstrap)
+    try:
+        # A producer that cannot start (the brokers refuse the key's idempotent writes, or
+        # do not answer) fails every record the same way, as a metadata failure does.
+        producer = await gateway.producer(who, acks, bootstrap)
+    except Exception as exc:  # noqa: BLE001 - every record fails the same way
+        return [{"error": error_info(exc)} for _ in records]
     # Stamped here, as a Kafka client stamps at send time.
     now_ms = int(time.time() * 1000)
     stamps = [now_ms if r.timestamp_ms is None else r.timestamp_ms for r in records]

@@ -386,3 +386,24 @@ def test_acls_and_tenant_isolation(kafka):
     from tests.conftest import key_client as kc
 
     assert kc(kafka.admin_a.key_id, "wrong").get(read_url(kafka, shared, 0)).status_code == 401
+
+
+def test_a_producer_the_brokers_refuse_fails_each_record_not_the_request(monkeypatch):
+    # E.g. an ACL the web tier already sees and a broker does not yet: an answer per
+    # record (207), as when metadata fails, rather than a server error.
+    import asyncio
+
+    from aiokafka.errors import ClusterAuthorizationFailedError
+
+    from control_plane.streams import codec, views
+    from control_plane.streams.kafka import Delegation
+
+    async def refuse(*args):
+        raise ClusterAuthorizationFailedError()
+
+    monkeypatch.setattr(views.gateway, "producer", refuse)
+    record = codec.OutRecord(key=None, value=b"v", headers=[], partition=None, timestamp_ms=None)
+    results = asyncio.run(
+        views.produce_records(Delegation("acme", "MRK1"), [], "orders", [record, record], "all")
+    )
+    assert [r["error"]["code"] for r in results] == ["cluster_authorization_failed"] * 2
