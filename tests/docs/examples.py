@@ -56,7 +56,8 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
+        path = self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path
+        return f"{path}:{self.line}"
 
 
 def doc_files(root: Path = ROOT) -> list[Path]:
@@ -77,7 +78,7 @@ def parse(path: Path) -> list[Block]:
         fence = FENCE.match(line)
         if marker and marker.group(1) in MARKERS:
             markers[marker.group(1)] = marker.group(2) or ""
-        elif marker and marker.group(1).replace("-", "").isalpha() and ":" in line:
+        elif marker:  # one lower-case word: a marker misspelt, not prose
             raise DocFormatError(f"{path.name}:{i + 1}: unknown marker {marker.group(1)!r}")
         elif fence:
             indent, info = fence.groups()

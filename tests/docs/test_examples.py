@@ -15,6 +15,7 @@ from bench.soak import Stack
 from tests.docs.examples import (
     ROOT,
     BlockFailed,
+    DocFormatError,
     Session,
     doc_files,
     localize,
@@ -88,3 +89,47 @@ def test_examples_run_against_manage_py_up(tmp_path):
         stack.stop()
     if failure:
         pytest.fail(failure, pytrace=False)
+
+
+def test_markers_skip_bound_check_and_join_blocks(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Text.\n\n"
+        "<!-- not-run: needs a cluster -->\n```sh\nkubectl get pods\n```\n\n"
+        "```python\nx = 1\n```\n\n"
+        "<!-- continues -->\n<!-- expect: 2 -->\n```python\nprint(x + 1)\n```\n\n"
+        "  <!-- stop-after: 5 -->\n\n  ```sh\n  tail -f /tmp/log\n  ```\n\n"
+        "```console\n$ echo hi\nhi\n```\n\n"
+        "<!-- a plain comment -->\n```json\n{}\n```\n"
+    )
+    blocks = parse(page)
+    assert [(b.language, b.markers) for b in blocks] == [
+        ("sh", {"not-run": "needs a cluster"}),
+        ("python", {}),
+        ("python", {"continues": "", "expect": "2"}),
+        ("sh", {"stop-after": "5"}),
+        ("sh", {}),
+    ]
+    run = programs(blocks)
+    assert [b.text for b in run] == ["x = 1\n\nprint(x + 1)\n", "tail -f /tmp/log\n", "echo hi\n"]
+    assert run[0].markers == {"continues": "", "expect": "2"}
+    assert localize(run[1].text, 1, 2, Path("/t")) == "tail -f /t/log\n"
+    assert localize("curl localhost:8000/ -b 127.0.0.1:9092", 81, 92, tmp_path) == (
+        "curl 127.0.0.1:81/ -b 127.0.0.1:92"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<!-- not-runn: typo -->\n```sh\ntrue\n```\n",
+        "<!-- continues -->\n```sh\ntrue\n```\n",
+        "<!-- stop-after: soon -->\n```sh\ntrue\n```\n",
+        "<!-- continue -->\n```python\npass\n```\n",
+    ],
+)
+def test_a_marker_that_makes_no_sense_is_an_error(tmp_path, text):
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    with pytest.raises(DocFormatError):
+        programs(parse(page))
