@@ -50,10 +50,10 @@ def checkout(workdir: Path) -> None:
 @pytest.mark.slow
 def test_examples_run_against_manage_py_up(tmp_path):
     stack = Stack(tmp_path / "up", services=False)
-    stack.start()
     session = None
     failure = None
     try:
+        stack.start()
         found = re.search(r"Password: (\S+)", stack.log())
         assert found, stack.log()[-3000:]
         workdir = tmp_path / "checkout"
