@@ -411,9 +411,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
-    # Keys and values share one format enum in the data API's schema.
+    # Keys and values share one format enum per direction in the data API's schema.
     "ENUM_NAME_OVERRIDES": {
         "RecordFormatEnum": "control_plane.streams.codec.FORMATS",
+        "ReadFormatEnum": "control_plane.streams.codec.READ_FORMATS",
         "HeaderFormatEnum": "control_plane.streams.codec.HEADER_FORMATS",
         "PatternEnum": "control_plane.access.presets.PATTERNS",
     },

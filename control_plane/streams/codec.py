@@ -2,15 +2,23 @@
 
 A key or value travels in one of three formats, chosen per request (or per stream):
 
-* ``json`` (default): any JSON value; produced as its compact UTF-8 JSON text, and read
-  back by parsing the bytes as JSON (bytes that are not JSON come back as a base64
-  string with ``"value_format": "binary"`` noted on the record, so nothing is lost);
+* ``json`` (the default for producing): any JSON value; produced as its compact UTF-8 JSON
+  text, and read back by parsing the bytes as JSON (bytes that are not JSON come back as a
+  base64 string with ``"value_format": "binary"`` noted on the record, so nothing is lost);
 * ``string``: a JSON string, produced as its UTF-8 bytes, read back as text (bytes that
   are not UTF-8 come back as base64, noted the same way);
 * ``binary``: a base64 string (standard alphabet, padding required), byte-exact both ways.
 
-``null`` is a null key or value (a tombstone) in every format. Header values are strings
-(``string``) or base64 (``binary``), chosen by ``header_format``.
+Reading has a fourth, ``auto``, the default when a reader names no format: each key and
+value comes back as JSON if its bytes are JSON, else as text if they are UTF-8, else as
+base64, and the record names the format it chose (``"key_format": "string"``). A record
+names a key's or value's format whenever it is not the one asked for, so under ``auto``
+every non-null key and value is named.
+
+JSON here is strict JSON: ``NaN`` and ``Infinity`` are not JSON (they could not be sent on
+as JSON either), so such bytes read as text. ``null`` is a null key or value (a tombstone)
+in every format and is never named. Header values are strings (``string``) or base64
+(``binary``), chosen by ``header_format``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 FORMATS = ("json", "string", "binary")
+AUTO = "auto"
+READ_FORMATS = (AUTO, *FORMATS)
 HEADER_FORMATS = ("string", "binary")
 MAX_TIMESTAMP = 2**63 - 1
 
@@ -54,8 +64,9 @@ class OutRecord:
         )
 
 
-def check_format(value: Any, field: str, *, header: bool = False) -> str:
-    allowed = HEADER_FORMATS if header else FORMATS
+def check_format(value: Any, field: str, *, header: bool = False, reading: bool = False) -> str:
+    """The format named ``value`` (the default for ``None``); RecordError if unknown."""
+    allowed = HEADER_FORMATS if header else READ_FORMATS if reading else FORMATS
     if value is None:
         return allowed[0]
     if value not in allowed:
@@ -63,11 +74,15 @@ def check_format(value: Any, field: str, *, header: bool = False) -> str:
     return str(value)
 
 
-def formats(source: Any) -> dict[str, str]:
-    """``key_format``, ``value_format`` and ``header_format`` of a request or frame."""
+def formats(source: Any, *, reading: bool = False) -> dict[str, str]:
+    """``key_format``, ``value_format`` and ``header_format`` of a request or frame.
+
+    ``reading``: for records read back (``auto`` allowed, and the default); otherwise for
+    records to produce (``json`` by default).
+    """
     return {
-        "key_format": check_format(source.get("key_format"), "key_format"),
-        "value_format": check_format(source.get("value_format"), "value_format"),
+        "key_format": check_format(source.get("key_format"), "key_format", reading=reading),
+        "value_format": check_format(source.get("value_format"), "value_format", reading=reading),
         "header_format": check_format(source.get("header_format"), "header_format", header=True),
     }
 
@@ -93,18 +108,25 @@ def encode(data: Any, fmt: str, field: str) -> bytes | None:
         raise RecordError(field, "is not valid base64") from None
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def decode(data: bytes | None, fmt: str) -> tuple[Any, str]:
-    """(JSON value, format it is in) for bytes read from a topic; falls back to binary."""
+    """(JSON value, format it is in) for bytes read from a topic; falls back to binary.
+
+    ``auto`` tries JSON, then UTF-8 text; the format returned is the one that worked.
+    """
     if data is None:
         return None, fmt
-    if fmt == "json":
+    if fmt in ("json", AUTO):
         try:
-            return json.loads(data), fmt
+            return json.loads(data, parse_constant=_not_json), "json"
         except (UnicodeDecodeError, ValueError):
             pass
-    elif fmt == "string":
+    if fmt in ("string", AUTO):
         try:
-            return data.decode("utf-8"), fmt
+            return data.decode("utf-8"), "string"
         except UnicodeDecodeError:
             pass
     return base64.b64encode(data).decode("ascii"), "binary"

@@ -417,7 +417,7 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
 
     async def _subscription(self, frame: dict[str, Any]) -> dict[str, Any]:
         try:
-            formats = codec.formats(frame)
+            formats = codec.formats(frame, reading=True)
         except codec.RecordError as exc:
             raise FrameError("bad_frame", str(exc)) from None
         group = frame.get("group")

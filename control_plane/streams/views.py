@@ -218,7 +218,12 @@ async def produce_records(
     without a partition gets the one aiokafka's default partitioner picks (murmur2 of the
     key, as Kafka clients; unkeyed records spread).
     """
-    producer = await gateway.producer(who, acks, bootstrap)
+    try:
+        # A producer that cannot start (the brokers refuse the key's idempotent writes, or
+        # do not answer) fails every record the same way, as a metadata failure does.
+        producer = await gateway.producer(who, acks, bootstrap)
+    except Exception as exc:  # noqa: BLE001 - every record fails the same way
+        return [{"error": error_info(exc)} for _ in records]
     # Stamped here, as a Kafka client stamps at send time.
     now_ms = int(time.time() * 1000)
     stamps = [now_ms if r.timestamp_ms is None else r.timestamp_ms for r in records]
@@ -386,6 +391,13 @@ class ProduceView(DataView):
 
 # --- reading a partition ---------------------------------------------------------------------
 
+READ_FORMAT_HELP = (
+    "auto (default): JSON if the bytes are JSON, else text if they are UTF-8, else base64; "
+    "json, string, binary: that format, with base64 for bytes not valid in it. A record "
+    "names a key's or value's format (key_format, value_format) when it is not the one "
+    "asked for, so under auto always."
+)
+
 
 class ReadQuery(drf.Serializer):
     offset = drf.IntegerField(required=False, min_value=0)
@@ -401,8 +413,12 @@ class ReadQuery(drf.Serializer):
     max_records = drf.IntegerField(required=False, min_value=1, max_value=10_000, default=100)
     max_bytes = drf.IntegerField(required=False, min_value=1, max_value=16 * 2**20, default=2**20)
     wait_ms = drf.IntegerField(required=False, min_value=0, max_value=30_000, default=0)
-    key_format = drf.ChoiceField(choices=codec.FORMATS, required=False, default="json")
-    value_format = drf.ChoiceField(choices=codec.FORMATS, required=False, default="json")
+    key_format = drf.ChoiceField(
+        choices=codec.READ_FORMATS, required=False, default=codec.AUTO, help_text=READ_FORMAT_HELP
+    )
+    value_format = drf.ChoiceField(
+        choices=codec.READ_FORMATS, required=False, default=codec.AUTO, help_text=READ_FORMAT_HELP
+    )
     header_format = drf.ChoiceField(choices=codec.HEADER_FORMATS, required=False, default="string")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -412,12 +428,38 @@ class ReadQuery(drf.Serializer):
         return attrs
 
 
+RECORD_RESPONSE = inline_serializer(
+    "Record",
+    {
+        "topic": drf.CharField(),
+        "partition": drf.IntegerField(),
+        "offset": drf.IntegerField(),
+        "timestamp": drf.IntegerField(help_text="milliseconds since the epoch"),
+        "timestamp_type": drf.ChoiceField(choices=list(TIMESTAMP_TYPES.values())),
+        "key": drf.JSONField(allow_null=True),
+        "value": drf.JSONField(allow_null=True),
+        "headers": drf.ListField(child=drf.JSONField(), help_text='[{"key", "value"}]'),
+        "key_format": drf.ChoiceField(
+            choices=codec.FORMATS,
+            required=False,
+            help_text="the key's format when it is not the one asked for (always under auto); "
+            "absent for a null key",
+        ),
+        "value_format": drf.ChoiceField(
+            choices=codec.FORMATS,
+            required=False,
+            help_text="the value's format when it is not the one asked for (always under "
+            "auto); absent for a null value",
+        ),
+    },
+)
+
 READ_RESPONSE = inline_serializer(
     "ReadResponse",
     {
         "topic": drf.CharField(),
         "partition": drf.IntegerField(),
-        "records": drf.ListField(child=drf.JSONField()),
+        "records": RECORD_RESPONSE.__class__(many=True),
         "next_offset": drf.IntegerField(),
         "log_start_offset": drf.IntegerField(),
         "high_watermark": drf.IntegerField(),
@@ -522,8 +564,12 @@ class CreateConsumer(drf.Serializer):
         "off by default: commit explicitly after processing (at-least-once)",
     )
     idle_timeout_seconds = drf.IntegerField(min_value=10, max_value=3600, default=300)
-    key_format = drf.ChoiceField(choices=codec.FORMATS, default="json")
-    value_format = drf.ChoiceField(choices=codec.FORMATS, default="json")
+    key_format = drf.ChoiceField(
+        choices=codec.READ_FORMATS, default=codec.AUTO, help_text=READ_FORMAT_HELP
+    )
+    value_format = drf.ChoiceField(
+        choices=codec.READ_FORMATS, default=codec.AUTO, help_text=READ_FORMAT_HELP
+    )
     header_format = drf.ChoiceField(choices=codec.HEADER_FORMATS, default="string")
 
 
@@ -642,7 +688,7 @@ class PollQuery(drf.Serializer):
 POLL_RESPONSE = inline_serializer(
     "PollResponse",
     {
-        "records": drf.ListField(child=drf.JSONField()),
+        "records": RECORD_RESPONSE.__class__(many=True),
         "assignment": drf.ListField(child=drf.JSONField()),
     },
 )

@@ -65,6 +65,9 @@ def test_windowed_totals_per_key(spark, kafka, tmp_path):
     ]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    # It says what it did (docs/spark.md shows the line).
+    assert "windowed_totals: read 6 events in " in done.stdout, done.stdout
+    assert done.stdout.rstrip().endswith(f"wrote 4 totals to {target}"), done.stdout
     out = [
         json.loads(r.value) for r in read(spark, kafka, kafka.admin_a, subscribe=target).collect()
     ]

@@ -44,6 +44,7 @@ def test_rest_member_shares_a_group_with_a_kafka_member(kafka):
     )
     assert r.status_code == 201, r.content
     instance = r.json()
+    assert (instance["key_format"], instance["value_format"]) == ("auto", "auto")
     url = f"{base(kafka)}{instance['id']}/"
     # Alone in the group: it owns the 4 partitions and reads all 40 records.
     got = []
@@ -54,6 +55,7 @@ def test_rest_member_shares_a_group_with_a_kafka_member(kafka):
 
     poll_until(client, url + "records/", all_read)
     assert sorted(rec["value"] for rec in got) == list(range(40))
+    assert {rec["value_format"] for rec in got} == {"json"}  # named under the default, auto
     r = post(client, url + "commit/", {})
     assert r.status_code == 200 and {c["offset"] for c in r.json()["committed"]} == {10}
 

@@ -142,6 +142,44 @@ def test_positions_window_and_acks(kafka):
     run(scenario())
 
 
+def test_stream_without_a_format_shows_text_as_text(kafka):
+    name = topic_name("wsa")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    produce(kafka, name, [b'{"n": 1}', b"plain text", b"\x00\xff"], partition=0)
+
+    async def read(**formats):
+        comm = await open_socket(kafka)
+        await comm.receive_json_from(timeout=10)
+        where = [{"topic": name, "partition": 0, "position": "earliest"}]
+        await comm.send_json_to({"type": "subscribe", "partitions": where, **formats})
+        records = []
+        while len(records) < 3:
+            frame = await comm.receive_json_from(timeout=20)
+            records += frame.get("records", [])
+        await comm.disconnect()
+        return [(r["key"], r.get("key_format"), r["value"], r.get("value_format")) for r in records]
+
+    async def scenario():
+        # The keys are b"0", b"1", b"2": JSON numbers.
+        assert await read() == [
+            (0, "json", {"n": 1}, "json"),
+            (1, "json", "plain text", "string"),
+            (2, "json", "AP8=", "binary"),
+        ]
+        assert await read(key_format="string", value_format="json") == [
+            ("0", None, {"n": 1}, None),
+            ("1", None, "cGxhaW4gdGV4dA==", "binary"),
+            ("2", None, "AP8=", "binary"),
+        ]
+        assert await read(value_format="string") == [
+            (0, "json", '{"n": 1}', None),
+            (1, "json", "plain text", None),
+            (2, "json", "AP8=", "binary"),
+        ]
+
+    run(scenario())
+
+
 def test_group_member_shares_partitions_and_unacked_records_are_redelivered(kafka):
     name = topic_name("wsg")
     group = f"g-{name}"

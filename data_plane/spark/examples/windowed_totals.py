@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -134,6 +135,19 @@ def main(argv: list[str] | None = None) -> None:
         available_now=args.available_now,
     )
     query.awaitTermination()
+    print(summary(query.recentProgress, args.target))
+
+
+def summary(progress: list[Any], target: str) -> str:
+    """One line on what the query did, from its progress reports (micro-batches that ran
+    since it started, up to Spark's ``numRecentProgressUpdates``, 100)."""
+    events = sum(p.numInputRows for p in progress)
+    batches = sum(1 for p in progress if p.numInputRows)
+    written = sum(max(p.sink.numOutputRows, 0) for p in progress)
+    return (
+        f"windowed_totals: read {events} events in {batches} micro-batch(es); "
+        f"wrote {written} totals to {target}"
+    )
 
 
 if __name__ == "__main__":
