@@ -147,6 +147,9 @@ class Broker:
         self._refresh_thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._refresh_lock = asyncio.Lock()
+        # When the snapshot in use began to be read (monotonic): only a snapshot read after
+        # a connection authenticated can say that connection's key is gone.
+        self.snapshot_read_at = 0.0
         self._storage: dict[int, int] = {}
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the claimed block
         self._producer_lock = asyncio.Lock()
@@ -483,6 +486,7 @@ class Broker:
 
     async def refresh_metadata(self) -> None:
         async with self._refresh_lock:
+            started = time.monotonic()
             snapshot = await self.call_store(self.store.snapshot)
             unassigned = any(
                 not p.replicas
@@ -496,6 +500,7 @@ class Broker:
             if placed:
                 snapshot = await self.call_store(self.store.snapshot)
             self.snapshot = snapshot
+            self.snapshot_read_at = started
             self.replicas.apply(snapshot)
             await asyncio.to_thread(self._reconcile_logs, snapshot)
 
@@ -614,13 +619,14 @@ class Broker:
         """Close connections whose API key was revoked, expired or deleted."""
         while True:
             await asyncio.sleep(self.config.revocation_check_seconds)
-            active = self.snapshot.active_keys
+            active, read_at = self.snapshot.active_keys, self.snapshot_read_at
             for conn in list(self._connections):
                 principal = conn.principal
                 if principal is None or principal.internal:
                     continue
                 key = principal.key_id
-                if key is not None and key not in active:
+                # A key created after the snapshot was read is not in it, and not revoked.
+                if key is not None and key not in active and read_at > conn.authenticated_at:
                     logger.info("closing connection of revoked key %s", key)
                     conn.abort()
 
@@ -711,6 +717,7 @@ class Connection:
         self.counted_tenant: int | None = None  # counted against its tenant's limit
         self._reserved = 0  # bytes of the broker's request pool this connection holds
         self._opened = time.monotonic()
+        self.authenticated_at = 0.0  # monotonic, when SASL succeeded
 
     def request_close(self) -> None:
         """Finish the request in progress, then close (graceful shutdown).
@@ -956,6 +963,15 @@ class Connection:
                     )
                 self.counted_tenant = principal.tenant_id
             self.principal = principal
+            self.authenticated_at = time.monotonic()
+            if (
+                not principal.internal
+                and principal.key_id is not None
+                and principal.key_id not in self.broker.snapshot.active_keys
+            ):
+                # A key newer than the broker's metadata: read it now, so the ACLs made
+                # with the key apply from its first request (not a refresh later).
+                await self.broker.refresh_metadata()
             self.frames.max_frame_bytes = self.broker.config.max_request_bytes
         return (
             {
