@@ -116,21 +116,52 @@ def _read_value(
     return t.read(buf, pos)  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """A struct's fields as one version sees them: (field, nullable) in wire order, and
+    the tagged ones by tag. Worked out once per struct, version and flexibility, not for
+    every element of every array."""
+
+    regular: tuple[tuple[Field, bool], ...]
+    tagged: Mapping[int, tuple[Field, bool]]
+
+
+# id(fields) -> (fields, {(version, flexible): plan}); the fields tuple is kept so that its
+# id cannot be reused by another object while the entry exists.
+_PLANS: dict[int, tuple[Sequence[Field], dict[tuple[int, bool], _Plan]]] = {}
+
+
+def _plan(fields: Sequence[Field], version: int, flexible: bool) -> _Plan:
+    entry = _PLANS.get(id(fields))
+    if entry is None or entry[0] is not fields:
+        entry = _PLANS[id(fields)] = (fields, {})
+    plans = entry[1]
+    found = plans.get((version, flexible))
+    if found is None:
+        regular, tagged = [], {}
+        for f in fields:
+            if not in_range(version, f.versions):
+                continue
+            nullable = in_range(version, f.nullable)
+            if flexible and f.tag is not None and in_range(version, f.tagged):
+                tagged[f.tag] = (f, nullable)
+            else:
+                regular.append((f, nullable))
+        found = plans[(version, flexible)] = _Plan(tuple(regular), tagged)
+    return found
+
+
 def _read_struct(
     fields: Sequence[Field], buf: Buffer, pos: int, version: int, flexible: bool
 ) -> tuple[dict[str, Any], int]:
     out: dict[str, Any] = {}
-    tagged: dict[int, Field] = {}
-    for f in fields:
-        if not in_range(version, f.versions):
-            continue
-        if flexible and f.tag is not None and in_range(version, f.tagged):
-            tagged[f.tag] = f
-            out[f.name] = f.default_value(version)
-            continue
-        out[f.name], pos = _read_value(
-            f.type, buf, pos, version, flexible, in_range(version, f.nullable)
-        )
+    plan = _plan(fields, version, flexible)
+    # Wire order: regular fields, then the tagged ones (at their defaults unless sent).
+    for f, nullable in plan.regular:
+        out[f.name], pos = _read_value(f.type, buf, pos, version, flexible, nullable)
+    tagged = {tag: f for tag, (f, _) in plan.tagged.items()}
+    for f in tagged.values():
+        out[f.name] = f.default_value(version)
     if flexible:
         raw, pos = read_tagged_fields(buf, pos)
         for tag, data in raw.items():
@@ -204,20 +235,22 @@ def _write_struct(
     fields: Sequence[Field], obj: Mapping[str, Any], w: _Writer, version: int, flexible: bool
 ) -> None:
     tagged: dict[int, bytes] = {}
-    for f in fields:
-        if not in_range(version, f.versions):
-            continue
-        value = obj.get(f.name, _MISSING) if isinstance(obj, Mapping) else _MISSING
-        if value is _MISSING or (value is None and not in_range(version, f.nullable)):
+    plan = _plan(fields, version, flexible)
+    is_mapping = isinstance(obj, Mapping)
+    for f, nullable in plan.regular:
+        value = obj.get(f.name, _MISSING) if is_mapping else _MISSING
+        if value is _MISSING or (value is None and not nullable):
             value = f.default_value(version)
-        if flexible and f.tag is not None and in_range(version, f.tagged):
-            if value == f.default_value(version):
-                continue  # tagged fields are omitted at their default
-            sub = _Writer()
-            _write_value(f.type, value, sub, version, True, in_range(version, f.nullable))
-            tagged[f.tag] = bytes(sub.out)
-            continue
-        _write_value(f.type, value, w, version, flexible, in_range(version, f.nullable))
+        _write_value(f.type, value, w, version, flexible, nullable)
+    for tag, (f, nullable) in plan.tagged.items():
+        value = obj.get(f.name, _MISSING) if is_mapping else _MISSING
+        if value is _MISSING or (value is None and not nullable):
+            value = f.default_value(version)
+        if value == f.default_value(version):
+            continue  # tagged fields are omitted at their default
+        sub = _Writer()
+        _write_value(f.type, value, sub, version, True, nullable)
+        tagged[tag] = bytes(sub.out)
     if flexible:
         write_tagged_fields(tagged, w.out)
 
