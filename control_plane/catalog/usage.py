@@ -106,19 +106,23 @@ def throughput(tenant: Tenant, hours: int, topic: Topic | None = None) -> dict[s
         samples = samples.filter(topic=topic)
     produced: dict[float, float] = defaultdict(float)
     consumed: dict[float, float] = defaultdict(float)
-    last: dict[int, TopicSample] = {}
-    for s in samples.order_by("topic_id", "at"):
-        before = last.get(s.topic_id)
-        last[s.topic_id] = s
+    last: dict[int, tuple[float, int, int]] = {}
+    # Tuples, not models: an hour of a thousand topics sampled each minute is 60,000 rows.
+    rows = samples.order_by("topic_id", "at").values_list(
+        "topic_id", "at", "end_offset", "consumed"
+    )
+    for topic_id, when, end_offset, consumed_offset in rows.iterator(chunk_size=5000):
+        at = when.timestamp()
+        before = last.get(topic_id)
+        last[topic_id] = (at, end_offset, consumed_offset)
         if before is None:
             continue
-        seconds = (s.at - before.at).total_seconds()
+        seconds = at - before[0]
         if seconds <= 0:
             continue
-        at = s.at.timestamp()
         # Counters only grow; a drop (an offset reset) counts as nothing moved.
-        produced[at] += max(0, s.end_offset - before.end_offset) / seconds
-        consumed[at] += max(0, s.consumed - before.consumed) / seconds
+        produced[at] += max(0, end_offset - before[1]) / seconds
+        consumed[at] += max(0, consumed_offset - before[2]) / seconds
     x = sorted(produced)
     return {
         "x": x,
