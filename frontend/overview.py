@@ -23,11 +23,18 @@ RECENT_EVENTS = 8
 def overview(page: Page) -> HttpResponse:
     tenant = page.tenant
     topics = list(Topic.objects.filter(tenant=tenant))
-    sizes, sizes_failure = usage.topic_sizes(tenant, topics)
+    # One connection to the brokers for the page: sizes, then every group's lag.
+    with group_lag.Brokers(tenant) as brokers:
+        if brokers.client is not None:
+            sizes, sizes_failure = usage.topic_sizes(tenant, topics, brokers.client)
+        else:
+            sizes, sizes_failure = {}, brokers.failure
+        groups = worst_lag_first(
+            group_lag.summaries(
+                tenant, ConsumerGroup.objects.filter(tenant=tenant), brokers=brokers
+            )
+        )
     used = sum(sizes.values())
-    groups = worst_lag_first(
-        group_lag.summaries(tenant, ConsumerGroup.objects.filter(tenant=tenant))
-    )
     try:
         hours = int(page.request.GET.get("hours", "1"))
     except ValueError:

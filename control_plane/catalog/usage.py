@@ -22,17 +22,23 @@ from control_plane.core.brokers import KafkaClientError, broker_client
 from control_plane.core.errors import Unavailable
 from control_plane.groups.models import CommittedOffset
 from control_plane.tenancy.models import Tenant
-from data_plane.client import LATEST
+from data_plane.client import LATEST, ClusterClient
 
 
-def topic_sizes(tenant: Tenant, topics: Iterable[Topic]) -> tuple[dict[str, int], str | None]:
-    """({topic: bytes on its leaders}, why sizes are missing or None)."""
+def topic_sizes(
+    tenant: Tenant, topics: Iterable[Topic], client: ClusterClient | None = None
+) -> tuple[dict[str, int], str | None]:
+    """({topic: bytes on its leaders}, why sizes are missing or None); on ``client`` if
+    given (one connection for a whole page), else on a connection of its own."""
     names = sorted({t.name for t in topics})
     if not names:
         return {}, None
     try:
-        with broker_client(tenant) as client:
+        if client is not None:
             sizes = client.log_dirs(names)
+        else:
+            with broker_client(tenant) as own:
+                sizes = own.log_dirs(names)
     except Unavailable as exc:
         return {}, exc.message
     except KafkaClientError as exc:

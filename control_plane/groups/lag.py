@@ -399,12 +399,20 @@ def describe(
 
 
 def summaries(
-    tenant: Tenant, groups: Iterable[ConsumerGroup], *, visible: Visible = _everything
+    tenant: Tenant,
+    groups: Iterable[ConsumerGroup],
+    *,
+    visible: Visible = _everything,
+    brokers: Brokers | None = None,
 ) -> list[dict[str, Any]]:
-    """Each group's state and lag totals (one broker connection for all of them)."""
+    """Each group's state and lag totals (one broker connection for all of them: the
+    caller's ``brokers`` if given)."""
     groups = list(groups)
-    with Brokers(tenant) as brokers:
+    if brokers is not None:
         answers = many_group_offsets(groups, brokers, visible=visible)
+    else:
+        with Brokers(tenant) as own:
+            answers = many_group_offsets(groups, own, visible=visible)
     return [
         {**summary_fields(group, offsets), "offsets_error": failure}
         for group, (offsets, failure) in zip(groups, answers, strict=True)
