@@ -4,13 +4,10 @@ Reads act as the signed-in member through the console principal
 (``internal_auth.console_username``): the broker checks the member's role, so the
 browser can never read or write more than the member may.
 
-A browse is a **bounded scan**: it reads at most ``scan`` records (and for at most
-``SCAN_SECONDS``) however few match the filters, and says how many it read, where it
-stopped and how to go on. On a busy topic a filter that matches nothing costs one
-bounded scan, never a read of the whole log.
-
-* ``newest`` reads backwards from the end of each partition, a window at a time;
-* ``earliest``, ``offset`` and ``timestamp`` read forwards from that position.
+A browse is a **bounded scan** (:mod:`frontend.scan`): it reads at most ``scan`` records
+(and for at most ``SCAN_SECONDS``) however few match the filters, and says how many it
+read, where it stopped and how to go on. On a busy topic a filter that matches nothing
+costs one bounded scan, never a read of the whole log.
 
 Keys and values are shown as pretty JSON when they parse, as text when they are UTF-8,
 and as hex or base64 otherwise (or when asked).
@@ -20,8 +17,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -46,19 +41,14 @@ from control_plane.streams.kafka import (
 )
 from control_plane.streams.views import produce_records
 from control_plane.tenancy.models import Role
-from data_plane.client import EARLIEST, LATEST, ClusterClient, KafkaClientError
-from data_plane.records.batch import TimestampType
+from data_plane.client import KafkaClientError
 from frontend.console import Page, form_errors, member_view
+from frontend.scan import DEFAULT_LIMIT, DEFAULT_SCAN, MAX_LIMIT, MAX_SCAN, Query, Row, Scan, scan
 from frontend.topics import topic_or_404
 from frontend.units import epoch_ms, whole_number
 
 POSITIONS = ("newest", "earliest", "offset", "timestamp")
 FORMATS = ("auto", "json", "text", "hex", "base64")
-DEFAULT_LIMIT, MAX_LIMIT = 50, 500
-DEFAULT_SCAN, MAX_SCAN = 10_000, 200_000
-SCAN_SECONDS = 5.0
-WINDOW = 500  # records per read
-READ_BYTES = 1 << 20
 PREVIEW_CHARS = 4_000
 
 
@@ -67,25 +57,6 @@ def who(page: Page) -> Delegation:
 
 
 # --- the query ---------------------------------------------------------------------------
-
-
-@dataclass
-class Query:
-    partition: int | None = None  # None: every partition
-    position: str = "newest"
-    offset: int = 0
-    timestamp_ms: int | None = None
-    key: str = ""
-    text: str = ""
-    limit: int = DEFAULT_LIMIT
-    scan: int = DEFAULT_SCAN
-    fmt: str = "auto"
-    # Where a previous scan stopped, per partition (to go on from there).
-    resume: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def filtered(self) -> bool:
-        return bool(self.key or self.text)
 
 
 def parse_query(params: Any, partitions: int) -> Query:
@@ -147,172 +118,23 @@ def _cut(text: str, kind: str, size: int) -> dict[str, Any]:
     return {"text": text[:PREVIEW_CHARS], "kind": kind, "size": size, "cut": cut}
 
 
-def _matches(q: Query, key: bytes | None, value: bytes | None, headers: list[Any]) -> bool:
-    if q.key and q.key.encode() not in (key or b""):
-        return False
-    if q.text:
-        needle = q.text.encode()
-        if needle in (value or b""):
-            return True
-        return any(needle in h.key.encode() or needle in (h.value or b"") for h in headers)
-    return True
-
-
-# --- scanning -------------------------------------------------------------------------------
-
-
-@dataclass
-class PartitionScan:
-    partition: int
-    start: int  # the log start offset
-    end: int  # the high watermark
-    scanned: int = 0
-    next: int | None = None  # where to go on (None: nothing left in that direction)
-    error: str | None = None
-
-
-@dataclass
-class Scan:
-    records: list[dict[str, Any]]
-    partitions: list[PartitionScan]
-    scanned: int
-    limited_by: str | None  # "matches", "scan", "time" or None (read everything asked)
-
-    @property
-    def resume(self) -> str:
-        return ",".join(f"{p.partition}:{p.next}" for p in self.partitions if p.next is not None)
-
-
-def _record(q: Query, partition: int, rec: Any, ts_type: TimestampType, batch_ts: int) -> Any:
-    stamp = batch_ts if ts_type is TimestampType.LOG_APPEND_TIME else rec.timestamp
+def render(q: Query, row: Row) -> dict[str, Any]:
+    """A matching record as the page shows it."""
+    rec, stamp = row.record, row.timestamp
     return {
-        "partition": partition,
+        "partition": row.partition,
         "offset": rec.offset,
         "timestamp": stamp,
         "time": datetime.fromtimestamp(stamp / 1000, tz=UTC) if stamp >= 0 else None,
-        "timestamp_type": "log append" if ts_type is TimestampType.LOG_APPEND_TIME else "create",
+        "timestamp_type": "log append" if row.log_append_time else "create",
         "key": show(rec.key, "auto" if q.fmt == "json" else q.fmt),
         "value": show(rec.value, q.fmt),
         "headers": [(h.key, show(h.value, "auto")) for h in rec.headers],
     }
 
 
-def _starts(
-    client: ClusterClient, topic: str, q: Query, partitions: list[int]
-) -> dict[int, PartitionScan]:
-    tps = [(topic, p) for p in partitions]
-    first = client.list_offsets(dict.fromkeys(tps, EARLIEST))
-    last = client.list_offsets(dict.fromkeys(tps, LATEST))
-    found: dict[tuple[str, int], Any] = {}
-    if q.position == "timestamp" and not q.resume:
-        assert q.timestamp_ms is not None
-        found = client.list_offsets(dict.fromkeys(tps, q.timestamp_ms))
-    out = {}
-    for tp in tps:
-        error = first[tp].error or last[tp].error or (found[tp].error if found else 0)
-        p = PartitionScan(tp[1], first[tp].offset, last[tp].offset)
-        if error:
-            p.error = kafka_error(error, topic=topic, partition=tp[1]).message
-        elif tp[1] in q.resume:
-            p.next = q.resume[tp[1]]
-        elif q.resume:
-            p.next = None  # this partition had nothing left when the scan stopped
-        elif q.position == "newest":
-            p.next = p.end
-        elif q.position == "earliest":
-            p.next = p.start
-        elif q.position == "offset":
-            p.next = min(max(q.offset, p.start), p.end)
-        else:
-            p.next = found[tp].offset if found[tp].offset >= 0 else p.end
-        out[tp[1]] = p
-    return out
-
-
-def scan(client: ClusterClient, topic: str, q: Query, partitions: list[int]) -> Scan:
-    """Read at most ``q.scan`` records of ``partitions`` and keep up to ``q.limit`` matches."""
-    deadline = time.monotonic() + SCAN_SECONDS
-    states = _starts(client, topic, q, partitions)
-    backwards = q.position == "newest"
-    live = [p for p in states.values() if p.error is None and p.next is not None]
-    budget = q.scan
-    matched: list[dict[str, Any]] = []
-    limited_by = None
-    # Round robin over partitions, one window each, so no partition hides the others.
-    while live:
-        if budget <= 0:
-            limited_by = "scan"
-            break
-        if time.monotonic() > deadline:
-            limited_by = "time"
-            break
-        if len(matched) >= q.limit and not backwards:
-            limited_by = "matches"
-            break
-        share = min(WINDOW, -(-budget // len(live)))  # the budget shared out fairly
-        for p in list(live):
-            assert p.next is not None
-            window = min(share, budget)
-            if window <= 0:
-                break
-            if backwards:
-                lo = max(p.start, p.next - window)
-                if lo >= p.next:
-                    p.next = None
-                    live.remove(p)
-                    continue
-                got = _read_range(client, topic, p, lo, p.next)
-                p.next = lo if lo > p.start else None
-            else:
-                if p.next >= p.end:
-                    p.next = None
-                    live.remove(p)
-                    continue
-                got = _read(client, topic, p, p.next, min(window, p.end - p.next))
-                p.next = got[-1][0].offset + 1 if got else None
-            if p.error or p.next is None:
-                live.remove(p)
-            p.scanned += len(got)
-            budget -= len(got)
-            matched += [
-                _record(q, p.partition, *r)
-                for r in got
-                if _matches(q, r[0].key, r[0].value, r[0].headers)
-            ]
-        if backwards and len(matched) >= q.limit:
-            # Every live partition has read its window; the newest matches are in hand.
-            limited_by = "matches"
-            break
-    if backwards:
-        matched.sort(key=lambda r: (r["timestamp"], r["offset"]), reverse=True)
-    else:
-        matched.sort(key=lambda r: (r["timestamp"], r["partition"], r["offset"]))
-    if len(matched) > q.limit:
-        matched = matched[: q.limit]
-        limited_by = "matches"
-    ordered = sorted(states.values(), key=lambda p: p.partition)
-    return Scan(matched, ordered, sum(p.scanned for p in ordered), limited_by)
-
-
-def _read(client: ClusterClient, topic: str, p: PartitionScan, offset: int, count: int) -> Any:
-    answer = client.read((topic, p.partition), offset, max_records=count, max_bytes=READ_BYTES)
-    if answer.error:
-        p.error = kafka_error(answer.error, topic=topic, partition=p.partition).message
-        return []
-    return answer.records
-
-
-def _read_range(client: ClusterClient, topic: str, p: PartitionScan, lo: int, hi: int) -> Any:
-    """Every record in [lo, hi): several reads when a read's byte limit cuts it short."""
-    out: list[Any] = []
-    offset = lo
-    while offset < hi:
-        got = [r for r in _read(client, topic, p, offset, hi - offset) if r[0].offset < hi]
-        if not got:
-            break
-        out += got
-        offset = got[-1][0].offset + 1
-    return out
+def explain(topic: str) -> Any:
+    return lambda code, partition: kafka_error(code, topic=topic, partition=partition).message
 
 
 # --- pages ----------------------------------------------------------------------------------
@@ -342,7 +164,7 @@ def topic_messages(page: Page, name: str) -> HttpResponse:
             [query.partition] if query.partition is not None else list(range(topic.partition_count))
         )
         with readers.client(who(page), timeout=10.0) as client:
-            result = scan(client, topic.name, query, chosen)
+            result = scan(client, topic.name, query, chosen, explain=explain(topic.name))
     except ServiceError as exc:
         errors = form_errors(exc)
     except KafkaClientError as exc:
@@ -361,6 +183,7 @@ def topic_messages(page: Page, name: str) -> HttpResponse:
             "form": form,
             "errors": errors,
             "scan": result,
+            "rows": [render(query, row) for row in result.rows] if result and query else [],
             "query": query,
             "more_url": more_url,
             "partition_choices": range(topic.partition_count),

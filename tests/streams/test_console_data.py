@@ -162,6 +162,9 @@ def test_a_scan_is_bounded_and_says_how_much_it_read(kafka, people, topic):
             break
         more = html.split('id="scan-more"')[0].rsplit('href="', 1)[1].split('"')[0]
     assert total == 31
+    # A scan that read exactly the whole topic offers nothing more.
+    exact = client.get(url.replace("scan=7", "scan=31")).content.decode()
+    assert "Scanned <strong>31</strong> records" in exact and 'id="scan-more"' not in exact
 
 
 def test_from_offset_and_timestamp(kafka, people, topic):
