@@ -50,6 +50,7 @@ from frontend.units import epoch_ms, whole_number
 POSITIONS = ("newest", "earliest", "offset", "timestamp")
 FORMATS = ("auto", "json", "text", "hex", "base64")
 PREVIEW_CHARS = 4_000
+LINE_CHARS = 120  # the compact row's preview
 
 
 def who(page: Page) -> Delegation:
@@ -90,11 +91,10 @@ def parse_query(params: Any, partitions: int) -> Query:
 # --- showing bytes -------------------------------------------------------------------------
 
 
-def show(data: bytes | None, fmt: str) -> dict[str, Any]:
-    """How to show a key, value or header value: {"text", "kind", "size"}."""
-    if data is None:
-        return {"text": "null", "kind": "null", "size": 0}
-    size = len(data)
+def as_text(data: bytes, fmt: str, *, pretty: bool = True) -> tuple[str, str]:
+    """(text, kind) of non-null bytes in ``fmt``: JSON (indented when ``pretty``, else on
+    one line) when it parses (``auto``: objects and arrays only), else UTF-8 text, else hex
+    or base64 (``base64`` only when asked)."""
     if fmt in ("auto", "json"):
         try:
             parsed = json.loads(data)
@@ -102,20 +102,35 @@ def show(data: bytes | None, fmt: str) -> dict[str, Any]:
             parsed = None
         else:
             if fmt == "json" or isinstance(parsed, dict | list):
-                return _cut(json.dumps(parsed, indent=2, ensure_ascii=False), "json", size)
+                if pretty:
+                    return json.dumps(parsed, indent=2, ensure_ascii=False), "json"
+                return json.dumps(parsed, ensure_ascii=False, separators=(",", ":")), "json"
     if fmt in ("auto", "json", "text"):
         try:
-            return _cut(data.decode("utf-8"), "text", size)
+            return data.decode("utf-8"), "text"
         except UnicodeDecodeError:
             pass
     if fmt == "base64":
-        return _cut(base64.b64encode(data).decode("ascii"), "base64", size)
-    return _cut(data.hex(" "), "hex", size)
+        return base64.b64encode(data).decode("ascii"), "base64"
+    return data.hex(" "), "hex"
 
 
-def _cut(text: str, kind: str, size: int) -> dict[str, Any]:
+def show(data: bytes | None, fmt: str) -> dict[str, Any]:
+    """How to show a key, value or header value: {"text", "line", "kind", "size", "cut"}:
+    ``text`` in full (up to PREVIEW_CHARS), ``line`` a one-line preview of it."""
+    if data is None:
+        return {"text": "null", "line": "null", "kind": "null", "size": 0, "cut": False}
+    text, kind = as_text(data, fmt)
+    line = text if kind != "json" else as_text(data, fmt, pretty=False)[0]
+    line = " ".join(line[: LINE_CHARS * 2].split())
+    if len(line) > LINE_CHARS:
+        line = line[: LINE_CHARS - 1] + "…"
     cut = len(text) > PREVIEW_CHARS
-    return {"text": text[:PREVIEW_CHARS], "kind": kind, "size": size, "cut": cut}
+    return {"text": text[:PREVIEW_CHARS], "line": line, "kind": kind, "size": len(data), "cut": cut}
+
+
+def key_format(q: Query) -> str:
+    return "auto" if q.fmt == "json" else q.fmt
 
 
 def render(q: Query, row: Row) -> dict[str, Any]:
@@ -127,7 +142,7 @@ def render(q: Query, row: Row) -> dict[str, Any]:
         "timestamp": stamp,
         "time": datetime.fromtimestamp(stamp / 1000, tz=UTC) if stamp >= 0 else None,
         "timestamp_type": "log append" if row.log_append_time else "create",
-        "key": show(rec.key, "auto" if q.fmt == "json" else q.fmt),
+        "key": show(rec.key, key_format(q)),
         "value": show(rec.value, q.fmt),
         "headers": [(h.key, show(h.value, "auto")) for h in rec.headers],
     }
@@ -138,6 +153,15 @@ def explain(topic: str) -> Any:
 
 
 # --- pages ----------------------------------------------------------------------------------
+
+
+def run_scan(page: Page, topic: Topic, query: Query) -> Scan:
+    """The scan ``query`` asks for, read as the member. Raises KafkaClientError,
+    Unavailable (no broker address known) and ServiceError."""
+    everything = list(range(topic.partition_count))
+    chosen = [query.partition] if query.partition is not None else everything
+    with readers.client(who(page), timeout=10.0) as client:
+        return scan(client, topic.name, query, chosen, explain=explain(topic.name))
 
 
 @member_view("topics")
@@ -160,11 +184,7 @@ def topic_messages(page: Page, name: str) -> HttpResponse:
     query: Query | None = None
     try:
         query = parse_query(params, topic.partition_count)
-        chosen = (
-            [query.partition] if query.partition is not None else list(range(topic.partition_count))
-        )
-        with readers.client(who(page), timeout=10.0) as client:
-            result = scan(client, topic.name, query, chosen, explain=explain(topic.name))
+        result = run_scan(page, topic, query)
     except ServiceError as exc:
         errors = form_errors(exc)
     except KafkaClientError as exc:
@@ -176,6 +196,14 @@ def topic_messages(page: Page, name: str) -> HttpResponse:
         more = page.request.GET.copy()
         more["resume"] = result.resume
         more_url = f"{_messages_url(page, topic)}?{more.urlencode()}"
+    exports = {}
+    if result is not None:
+        base = reverse("frontend:topic-messages-export", args=[page.tenant.slug, topic.name])
+        for rows in ("shown", "matched"):
+            for kind in ("jsonl", "csv"):
+                export = page.request.GET.copy()
+                export["as"], export["rows"] = kind, rows
+                exports[f"{rows}_{kind}"] = f"{base}?{export.urlencode()}"
     return page.render(
         "frontend/topic_messages.html",
         {
@@ -186,6 +214,7 @@ def topic_messages(page: Page, name: str) -> HttpResponse:
             "rows": [render(query, row) for row in result.rows] if result and query else [],
             "query": query,
             "more_url": more_url,
+            "exports": exports,
             "partition_choices": range(topic.partition_count),
             "positions": POSITIONS,
             "formats": FORMATS,
