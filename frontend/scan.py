@@ -43,9 +43,9 @@ DEFAULT_LIMIT, MAX_LIMIT = 50, 500
 DEFAULT_SCAN, MAX_SCAN = 10_000, 200_000
 SCAN_SECONDS = 5.0
 WINDOW = 500  # records per partition per turn
-# Bytes per fetch, shared out among the partitions scanned (a fetch's batches are kept
-# until read past, so this bounds what a scan holds), within these bounds.
-FETCH_BYTES, MIN_FETCH_BYTES, MAX_FETCH_BYTES = 16 << 20, 64 << 10, 1 << 20
+# Bytes per fetch, shared out among the partitions scanned (each keeps two fetches' batches,
+# so this bounds what a scan holds, bar batches larger than a fetch), within these bounds.
+FETCH_BYTES, MIN_FETCH_BYTES, MAX_FETCH_BYTES = 8 << 20, 64 << 10, 1 << 20
 
 
 @dataclass
@@ -113,51 +113,87 @@ class ReadFailed(Exception):
         self.code = code
 
 
-class PartitionReader:
-    """Reads one partition by offset range, from the batches of its last fetch.
+class _Fetched:
+    """The whole batches of one fetch: (base offset, last offset, position) each."""
 
-    A fetch from offset ``o`` returns whole batches, the first holding ``o``; they answer
-    every read inside them (so a large batch read a window at a time is fetched and
-    decompressed once) until a read falls outside them. Control batches (transaction
-    markers) are skipped and not counted. Not thread-safe.
-    """
-
-    def __init__(self, client: ClusterClient, topic: str, partition: int, fetch_bytes: int):
-        self.client = client
-        self.tp = (topic, partition)
-        self.fetch_bytes = fetch_bytes
-        self._data = b""
-        self._batches: list[tuple[int, int, int]] = []  # (base offset, last offset, position)
-        self._lasts: list[int] = []  # the batches' last offsets, to bisect
-        self._opened: dict[int, LazyBatch] = {}
-        self.fetches = 0
-
-    def _covers(self, offset: int) -> bool:
-        return bool(self._batches) and self._batches[0][0] <= offset <= self._batches[-1][1]
-
-    def _fetch(self, offset: int) -> None:
-        answer = self.client.fetch(self.tp, offset, max_bytes=self.fetch_bytes)
-        self.fetches += 1
-        if answer.error != ErrorCode.NONE:
-            raise ReadFailed(answer.error)
-        data = answer.records
-        batches = []
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.batches: list[tuple[int, int, int]] = []
         pos = 0
         while pos + BATCH_HEADER_SIZE <= len(data):
             header = read_header(data, pos)
             if header.size < BATCH_HEADER_SIZE or pos + header.size > len(data):
                 break  # a batch cut off by the size limit
-            batches.append((header.base_offset, header.last_offset, pos))
+            self.batches.append((header.base_offset, header.last_offset, pos))
             pos += header.size
-        self._data, self._batches, self._opened = data, batches, {}
-        self._lasts = [b[1] for b in batches]
+        self.lasts = [b[1] for b in self.batches]  # to bisect
+        self.opened: tuple[int, LazyBatch] | None = None  # the batch being read
 
-    def _batch(self, index: int) -> LazyBatch:
-        batch = self._opened.get(index)
-        if batch is None:
-            self._opened.clear()  # reads move on through a fetch: keep one decompressed
-            batch = self._opened[index] = LazyBatch.open(self._data, self._batches[index][2])
-        return batch
+    def covers(self, offset: int) -> bool:
+        return bool(self.batches) and self.batches[0][0] <= offset <= self.batches[-1][1]
+
+    def batch_at(self, offset: int) -> LazyBatch:
+        """The batch holding ``offset`` or, after a gap, the first one after it."""
+        index = bisect_left(self.lasts, offset)
+        if self.opened is None or self.opened[0] != index:
+            self.opened = (index, LazyBatch.open(self.data, self.batches[index][2]))
+        return self.opened[1]
+
+    @property
+    def bytes_per_record(self) -> float:
+        if not self.batches:
+            return 0.0
+        return len(self.data) / (self.batches[-1][1] - self.batches[0][0] + 1)
+
+
+class PartitionReader:
+    """Reads one partition by offset range, from the batches of its last two fetches.
+
+    A fetch from offset ``o`` returns whole batches, the first holding ``o``; they answer
+    every read inside them (so a large batch read a window at a time is fetched and
+    decompressed once). Two fetches are kept because a read may straddle them (reading
+    backwards, a window often starts in one batch and ends in the next). Reading
+    backwards, a fetch starts far enough below the read (judged from the bytes per record
+    seen so far) that it answers the next reads too. Control batches (transaction markers)
+    are skipped and not counted. Not thread-safe.
+    """
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        topic: str,
+        partition: int,
+        fetch_bytes: int,
+        *,
+        backwards_from: int | None = None,
+    ) -> None:
+        self.client = client
+        self.tp = (topic, partition)
+        self.fetch_bytes = fetch_bytes
+        self.floor = backwards_from  # the log start, when reading backwards
+        self._kept: list[_Fetched] = []  # the newest last
+        self.fetches = 0
+
+    def _fetch(self, offset: int) -> _Fetched:
+        answer = self.client.fetch(self.tp, offset, max_bytes=self.fetch_bytes)
+        self.fetches += 1
+        if answer.error != ErrorCode.NONE:
+            raise ReadFailed(answer.error)
+        fetched = _Fetched(answer.records)
+        self._kept = [*self._kept[-1:], fetched]
+        return fetched
+
+    def _holding(self, offset: int, hi: int) -> _Fetched | None:
+        for fetched in reversed(self._kept):
+            if fetched.covers(offset):
+                return fetched
+        if self.floor is not None and self._kept and self._kept[-1].bytes_per_record:
+            below = int(self.fetch_bytes * 0.9 / self._kept[-1].bytes_per_record)
+            fetched = self._fetch(min(offset, max(self.floor, hi - below)))
+            if fetched.covers(offset):
+                return fetched
+        fetched = self._fetch(offset)
+        return fetched if fetched.covers(offset) else None
 
     def read(self, lo: int, hi: int, limit: int, flt: RecordFilter) -> tuple[int, int, list[Row]]:
         """Up to ``limit`` records with offsets in [lo, hi): (how many were read, the
@@ -165,12 +201,10 @@ class PartitionReader:
         count, last, rows = 0, -1, []
         pos = lo
         while count < limit and pos < hi:
-            if not self._covers(pos):
-                self._fetch(pos)
-                if not self._covers(pos):
-                    break  # nothing at or after pos (the end of the log)
-            index = bisect_left(self._lasts, pos)
-            batch = self._batch(index)
+            fetched = self._holding(pos, hi)
+            if fetched is None:
+                break  # nothing at or after pos (the end of the log)
+            batch = fetched.batch_at(pos)
             header = batch.header
             if header.is_control:
                 pos = header.next_offset
@@ -248,7 +282,12 @@ def scan(
     flt = q.record_filter
     live = [p for p in states.values() if p.error is None and p.next is not None]
     fetch_bytes = min(MAX_FETCH_BYTES, max(MIN_FETCH_BYTES, FETCH_BYTES // max(1, len(live))))
-    readers = {p.partition: PartitionReader(client, topic, p.partition, fetch_bytes) for p in live}
+    readers = {
+        p.partition: PartitionReader(
+            client, topic, p.partition, fetch_bytes, backwards_from=p.start if backwards else None
+        )
+        for p in live
+    }
     budget = q.scan
     matched: list[Row] = []
     limited_by = None

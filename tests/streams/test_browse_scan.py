@@ -198,3 +198,27 @@ def test_a_scan_that_read_exactly_everything_offers_no_more(kafka, reader, topic
             reader, topic, Query(position=position, text="nowhere", scan=total - 1), [0, 1, 2]
         )
         assert short.limited_by == "scan" and short.resume
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_many_small_windows_and_fetches_read_the_same_rows(
+    reader, topics, everything, codec, monkeypatch
+):
+    """Windows that straddle batches and fetches that hold one batch each, both ways."""
+    from frontend import scan as scan_module
+
+    monkeypatch.setattr(scan_module, "WINDOW", 37)
+    for name in ("FETCH_BYTES", "MIN_FETCH_BYTES", "MAX_FETCH_BYTES"):
+        monkeypatch.setattr(scan_module, name, 2048)
+    total = PARTITIONS * PER_PARTITION
+    expected = _oracle(everything[codec], b"", b"needle")
+    for position in ("earliest", "newest"):
+        q = Query(position=position, text="needle", limit=500, scan=total)
+        result = scan(reader, topics[codec], q, list(range(PARTITIONS)))
+        assert result.scanned == total and _rows(result) == expected
+    # Unfiltered, newest: exactly the newest records of each partition, none twice.
+    q = Query(position="newest", limit=500, scan=3 * 37 * PARTITIONS)
+    result = scan(reader, topics[codec], q, list(range(PARTITIONS)))
+    assert sorted(_rows(result)) == sorted(
+        (p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION - 3 * 37, PER_PARTITION)
+    )
