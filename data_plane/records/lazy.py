@@ -9,8 +9,9 @@ section once; nothing else is decoded until asked:
 * :meth:`LazyBatch.select` answers "which records of this range match a filter": a batch
   whose records section does not contain the filter's needles is answered without
   touching a record; otherwise only the records an occurrence of the needle falls in are
+  checked, reading just the fields the filter needs, and only the matching ones are
   decoded (with :func:`~data_plane.records.batch.decode_record`, the code the full decode
-  uses) and checked exactly.
+  uses).
 
 Record boundaries, once walked, are kept, so reading a large batch a window at a time
 walks it once. Not thread-safe (a scan owns its batches).
@@ -151,6 +152,34 @@ class LazyBatch:
             return self.header.max_timestamp
         return record.timestamp
 
+    def _fields_match(self, index: int, flt: RecordFilter) -> bool:
+        """``flt`` against record ``index``, reading only the fields it needs (the key for
+        a key filter, then the value, then the headers) and building no objects; the same
+        answer as :meth:`RecordFilter.matches` on the decoded record."""
+        body = self.body
+        end = self._start(index + 1)
+        try:
+            _, p = read_varint32(body, self._start(index))
+            _, p = read_varint(body, p + 1)  # attributes, timestamp delta
+            _, p = read_varint32(body, p)  # offset delta
+            key, p = _field(body, p, end)
+            if flt.key and flt.key not in (key or b""):
+                return False
+            if not flt.text:
+                return True
+            value, p = _field(body, p, end)
+            if flt.text in (value or b""):
+                return True
+            count, p = read_varint32(body, p)
+            for _ in range(count):
+                name, p = _field(body, p, end)
+                data, p = _field(body, p, end)
+                if flt.text in (name or b"") or flt.text in (data or b""):
+                    return True
+        except VarintError as exc:
+            raise InvalidRecordBatch("bad_record", f"malformed record: {exc}") from None
+        return False
+
     def may_match(self, flt: RecordFilter) -> bool:
         """False when no record of the batch can match ``flt`` (asked of the bytes once)."""
         maybe = self._maybe.get(flt)
@@ -181,9 +210,18 @@ class LazyBatch:
             if at < 0:
                 break
             k = bisect_right(starts, at) - 1
-            record = self.record(k)
-            if flt.matches(record.key, record.value, record.headers):
-                found.append(record)
+            if self._fields_match(k, flt):
+                found.append(self.record(k))
             # Every later occurrence that starts in a later record is still found.
             start = self._start(k + 1)
         return j - i, last, found
+
+
+def _field(body: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    """A length-prefixed field of a record (None: length -1), within the record's ``end``."""
+    length, pos = read_varint32(body, pos)
+    if length == -1:
+        return None, pos
+    if length < -1 or pos + length > end:
+        raise InvalidRecordBatch("bad_record", "record field length runs past the record")
+    return body[pos : pos + length], pos + length
