@@ -20,4 +20,6 @@ def test_bench_browse_quick():
         assert rows[name]["scanned"] == 20_000 and rows[name]["records_per_s"] > 0
     assert rows["scan_rare_key_earliest"]["rows"] == 1
     assert rows["scan_often_value_newest"]["rows"] == 200  # 1 in 100, all found
+    worst = rows["scan_key_word_in_every_value"]
+    assert worst["scanned"] == 20_000 and worst["rows"] == 0
     assert rows["baselines"]["confluent_consumer"]["records_per_s"] > 0
