@@ -225,7 +225,7 @@ def test_live_tail_and_message_browser(alice, world, kafka):
     rows.locator("button.expand").first.click()
     assert rows.locator("button.expand").first.get_attribute("aria-expanded") == "true"
     detail = page.locator("#message-rows tr.detail").first
-    assert '"hello": "browser"' in detail.inner_text()
+    assert detail.is_visible() and '"hello": "browser"' in detail.inner_text()
     assert "source" in detail.inner_text()
     rows.locator("button.expand").first.click()
     assert detail.is_hidden()
@@ -281,7 +281,8 @@ def test_live_tail_filter_and_partition_choice(alice, world, kafka):
     assert "pick-0" not in text and "skip-1" not in text
     # Expand a tail row: the record in full.
     page.locator("#tail-rows button.expand").first.click()
-    assert "pick-again" in page.locator("#tail-rows tr.detail").first.inner_text()
+    detail = page.locator("#tail-rows tr.detail").first
+    assert detail.is_visible() and "pick-again" in detail.inner_text()
     shot(page, world, "live-tail-filtered")
     page.click("#tail-start")
     page.close()
