@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
-	bench-replication bench-streams bench-spark bench-console chaos soak screenshots
+	bench-replication bench-streams bench-spark bench-console bench-browse chaos soak screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,11 +53,15 @@ bench-streams: install
 
 ## Console pages: p50/p95 with 1,000 topics and 100 groups in the tenant (daphne + a broker; Postgres).
 bench-console: install
-	$(PY) -m frontend.bench
+	$(PY) -m frontend.bench_console
 
 ## Spark batch read of 1,000,000 records against the client alone (docs/performance.md).
 bench-spark: install
 	$(PY) -m data_plane.spark.bench
+
+## Message browser scans against a confluent-kafka consumer, 1,000,000 records (docs/performance.md).
+bench-browse: install
+	$(PY) -m frontend.bench $(if $(BENCH_COMPRESSION),--compression $(BENCH_COMPRESSION),)
 
 ## Soak (docs/reliability.md): manage.py up on embedded defaults for SOAK_SECONDS (default 1800)
 ## beside CPU burners, with a steady producer and consumer; exits non-zero if anything broke.

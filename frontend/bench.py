@@ -1,243 +1,242 @@
-"""Console page benchmark: ``python -m frontend.bench [--quick]`` (``make bench-console``).
+"""Message browser benchmark: ``python -m frontend.bench [--quick] [--compression C]``.
 
-One SASL broker and the web tier (daphne on ``control_plane.asgi`` with DEBUG off, as
-deployed) on loopback, on a throwaway Postgres database (dropped at the end). The
-``default`` tenant gets ``--topics`` topics (1,000; one partition each, one record each),
-``--groups`` consumer groups (100) each with committed offsets on ten topics, and an hour
-of the samples the beat schedule takes each minute (topic offsets and sizes: 60,000 rows
-behind the throughput chart), then a real sampling pass of topics and lag. An owner of the
-tenant signs in over HTTP, and each page is fetched ``--requests`` times (after three
-warm-up fetches), one request at a time, as a person clicking would; the time is the whole
-HTTP exchange on loopback, brokers' answers included. Prints one JSON line per page with
-p50/p95/max in milliseconds, against the target of a p95 of at most 300 ms.
+``make bench-browse`` runs it. It starts one broker (SASL only) on loopback on a throwaway
+Postgres database (dropped at the end), produces 1,000,000 records of about 100 bytes
+(JSON values, 8-byte keys) to a topic of 6 partitions with confluent-kafka
+(``compression.type`` from ``--compression``, default none), and prints one JSON line per
+workload: the console's scan (:func:`frontend.scan.scan`, the code behind the message
+browser, here with its record and time limits lifted so it reads the whole topic), timed
+over ``--runs`` runs after a warm-up (median and range), in records scanned per second:
+
+* ``scan_rare_value_earliest`` / ``scan_rare_value_newest``: "value or header contains"
+  a word in 1 record of 100,000 (10 matches), reading forwards / backwards: the whole
+  topic is scanned;
+* ``scan_rare_key_earliest``: "key contains" one record's key;
+* ``scan_often_value_newest``: a word in 1 record of 100 with the page's largest limit
+  (500 rows): the scan stops when it has them, so it reads about 50,000 records and
+  decodes 500;
+* ``scan_key_word_in_every_value``: "key contains" a word that every value holds and no
+  key does: the worst case, every record's key is checked (no batch can be skipped).
+
+Baselines in the same run, reading the same records: a confluent-kafka consumer
+(librdkafka, every partition assigned, records counted) and Millrace's own client
+decoding every record (``ClusterClient.read``, the full decode the browser used before)
+with the same filter applied to each. The broker and the readers share the machine's
+cores; nothing is pinned.
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
-import http.cookies
-import json
 import os
-import re
 import statistics
 import sys
 import tempfile
 import time
-import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from data_plane.broker import perf
-from data_plane.broker.bench import emit, manage, stop_process
+from data_plane.broker.bench import emit
 from data_plane.broker.bench_replication import sasl_broker
+from data_plane.client import ClusterClient
+from data_plane.records.filter import RecordFilter
+from frontend.scan import Query, scan
 
-TARGET_P95_MS = 300
-PASSWORD = "bench-console-pw-123!"
-
-SEED_SCRIPT = """
-import json
-from django.contrib.auth import get_user_model
-from control_plane.tenancy import services as tenancy
-from control_plane.tenancy.models import Role, Tenant
-from control_plane.core.actor import Actor
-tenant = Tenant.objects.get(slug="default")
-Tenant.objects.filter(pk=tenant.pk).update(max_partitions=1_000_000)
-user = get_user_model().objects.create_user("bench-owner", password=%(password)r)
-tenancy.add_member(Actor.system(), tenant, user=user, role=Role.OWNER)
-print(json.dumps({"user": user.username}))
-"""
-
-# An hour of the samples the beat schedule takes each minute (topic offsets and sizes for
-# the throughput chart and rates), then one real sampling pass of topics and lag.
-SAMPLE_SCRIPT = """
-import json
-from datetime import timedelta
-from django.utils import timezone
-from control_plane.catalog import usage
-from control_plane.catalog.models import Topic, TopicSample
-from control_plane.groups import lag
-now = timezone.now()
-rows = [
-    TopicSample(topic=t, at=now - timedelta(minutes=60 - m), end_offset=m * 10, consumed=m * 9,
-                size_bytes=m * 1000)
-    for t in Topic.objects.filter(tenant__slug="default") for m in range(60)
-]
-TopicSample.objects.bulk_create(rows, batch_size=5000)
-usage.sample_topics()
-lag.sample_lag()
-print(json.dumps({"samples": len(rows)}))
-"""
+TOPIC = "bench-browse"
+PARTITIONS = 6
+RARE, OFTEN = 100_000, 100  # one record in this many holds the word
 
 
-# --profile: where one page's time goes, in-process (Django's test client, same database and
-# brokers), the top functions by cumulative time.
-PROFILE_SCRIPT = """
-import cProfile, pstats, io
-from django.contrib.auth import get_user_model
-from django.test import Client
-client = Client(HTTP_HOST="127.0.0.1")
-client.force_login(get_user_model().objects.get(username="bench-owner"))
-for _ in range(2):
-    client.get(%(path)r)
-profile = cProfile.Profile()
-profile.enable()
-for _ in range(5):
-    assert client.get(%(path)r).status_code == 200
-profile.disable()
-out = io.StringIO()
-pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(45)
-print(out.getvalue())
-"""
+def value(i: int) -> bytes:
+    """About 100 bytes of JSON; the rare and the frequent words in some."""
+    tag = "needle" if i % RARE == RARE // 2 else "flagged" if i % OFTEN == 7 else "plain"
+    return (
+        b'{"id":%d,"user":"user-%04d","action":"click","page":"/p/%05d","tag":"%s","n":%d}'
+        % (i, i % 10_000, i % 99_991, tag.encode(), i * 7)
+    ).ljust(100, b" ")
 
 
-def topic(i: int) -> str:
-    return f"orders-{i:04d}"
+def key(i: int) -> bytes:
+    return b"k%07d" % i
 
 
-def group(i: int) -> str:
-    return f"billing-{i:03d}"
-
-
-def seed(bootstrap: str, key: dict[str, str], topics: int, groups: int) -> None:
-    from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    conf = {
+def _confluent(bootstrap: str, creds: dict[str, str], **extra: Any) -> dict[str, Any]:
+    return {
         "bootstrap.servers": bootstrap,
         "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.username": key["username"],
-        "sasl.password": key["password"],
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": creds["username"],
+        "sasl.password": creds["password"],
+        **extra,
     }
-    admin = AdminClient(conf)
-    for start in range(0, topics, 100):
-        perf.create_topics(
-            admin, [NewTopic(topic(i), 1, 1) for i in range(start, min(topics, start + 100))]
+
+
+def produce(bootstrap: str, creds: dict[str, str], records: int, compression: str) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        _confluent(
+            bootstrap, creds, acks="all", **{"linger.ms": 20, "compression.type": compression}
         )
-    producer = Producer({**conf, "linger.ms": 20})
-    for i in range(topics):
-        producer.produce(topic(i), key=b"k", value=json.dumps({"order": i}).encode())
-        producer.poll(0)
+    )
+    for i in range(records):
+        for _ in range(10_000):
+            try:
+                producer.produce(TOPIC, value=value(i), key=key(i), partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
     if producer.flush(120):
-        raise RuntimeError("seed records were not delivered")
-    for g in range(groups):
-        consumer = Consumer({**conf, "group.id": group(g), "enable.auto.commit": False})
-        offsets = [TopicPartition(topic((g * 10 + j) % topics), 0, 1) for j in range(10)]
-        consumer.commit(offsets=offsets, asynchronous=False)
-        consumer.close()
+        raise RuntimeError("records were not acknowledged")
 
 
-class Session:
-    """One signed-in browser: a keep-alive connection and its cookies."""
+def read_with_confluent(bootstrap: str, creds: dict[str, str], records: int) -> float:
+    """Seconds for a confluent-kafka consumer to receive every record."""
+    from confluent_kafka import Consumer, TopicPartition
 
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.cookies: dict[str, str] = {}
-
-    def request(self, method: str, path: str, body: str | None = None) -> tuple[int, str]:
-        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
-        if body is not None:
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-            headers["Referer"] = f"http://127.0.0.1:{self.port}/login/"
-        self.conn.request(method, path, body=body, headers=headers)
-        response = self.conn.getresponse()
-        text = response.read().decode(errors="replace")
-        for header in response.headers.get_all("Set-Cookie") or []:
-            cookie = http.cookies.SimpleCookie(header)
-            for name, morsel in cookie.items():
-                self.cookies[name] = morsel.value
-        return response.status, text
-
-    def sign_in(self, username: str) -> None:
-        _, page = self.request("GET", "/login/")
-        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
-        if token is None:
-            raise RuntimeError("no CSRF token on the login page")
-        form = urllib.parse.urlencode(
-            {"username": username, "password": PASSWORD, "csrfmiddlewaretoken": token.group(1)}
-        )
-        status, _ = self.request("POST", "/login/", form)
-        if status != 302:
-            raise RuntimeError(f"sign-in answered {status}")
+    consumer = Consumer(
+        _confluent(bootstrap, creds, **{"group.id": "bench-browse", "enable.auto.commit": False})
+    )
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    got = 0
+    started = time.perf_counter()
+    deadline = time.monotonic() + 300
+    while got < records and time.monotonic() < deadline:
+        got += sum(1 for m in consumer.consume(10_000, timeout=1) if m.error() is None)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    if got < records:
+        raise RuntimeError(f"the consumer read {got} of {records} records")
+    return elapsed
 
 
-def measure(session: Session, path: str, requests: int) -> dict[str, Any]:
-    for _ in range(3):  # warm up: connections to the brokers, template caches
-        status, _ = session.request("GET", path)
-        if status != 200:
-            raise RuntimeError(f"{path} answered {status}")
-    times = []
-    size = 0
-    for _ in range(requests):
+def read_with_full_decode(client: ClusterClient, flt: RecordFilter, records: int) -> float:
+    """Seconds for our client to decode every record and test each against ``flt``."""
+    started = time.perf_counter()
+    got = 0
+    for partition in range(PARTITIONS):
+        offset = 0
+        for _ in range(records):  # bounded: each read returns at least one record
+            answer = client.read((TOPIC, partition), offset, max_records=100_000, max_bytes=1 << 20)
+            if answer.error or not answer.records:
+                break
+            for record, _, _ in answer.records:
+                flt.matches(record.key, record.value, record.headers)
+            got += len(answer.records)
+            offset = answer.records[-1][0].offset + 1
+    elapsed = time.perf_counter() - started
+    if got != records:
+        raise RuntimeError(f"the full decode read {got} of {records} records")
+    return elapsed
+
+
+def timed(runs: int, fn: Callable[[], Any]) -> tuple[list[float], Any]:
+    fn()  # warm-up
+    times, result = [], None
+    for _ in range(runs):
         started = time.perf_counter()
-        status, body = session.request("GET", path)
-        times.append((time.perf_counter() - started) * 1000)
-        if status != 200:
-            raise RuntimeError(f"{path} answered {status}")
-        size = len(body)
-    times.sort()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return times, result
+
+
+def summary(count: int, times: list[float]) -> dict[str, Any]:
+    rates = sorted(count / t for t in times)
     return {
-        "requests": requests,
-        "p50_ms": round(statistics.median(times), 1),
-        "p95_ms": round(times[max(0, int(len(times) * 0.95) - 1)], 1),
-        "max_ms": round(times[-1], 1),
-        "html_bytes": size,
-        "target_p95_ms": TARGET_P95_MS,
+        "records_per_s": round(statistics.median(rates)),
+        "range_records_per_s": [round(rates[0]), round(rates[-1])],
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a small tenant (smoke test)")
-    parser.add_argument("--topics", type=int, default=1000)
-    parser.add_argument("--groups", type=int, default=100)
-    parser.add_argument("--requests", type=int, default=40)
+    parser.add_argument("--quick", action="store_true", help="a short run (CI smoke test)")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5, help="timed runs after a warm-up")
+    parser.add_argument(
+        "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
     parser.add_argument("--keep", action="store_true", help="keep the logs")
-    parser.add_argument("--profile", metavar="PAGE", help="profile one page instead (a path)")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.topics, args.groups, args.requests = 20, 3, 3
-    from control_plane.streams.bench import start_web
-    from data_plane.broker.bench import free_port
-
-    work = Path(tempfile.mkdtemp(prefix="millrace-bench-console-"))
-    name = f"millrace_bench_console_{os.getpid()}"
-    with sasl_broker(name, work) as (env, key, broker_port):
-        seed(f"127.0.0.1:{broker_port}", key, args.topics, args.groups)
-        manage(env, "shell", "-c", SEED_SCRIPT % {"password": PASSWORD})
-        manage(env, "shell", "-c", SAMPLE_SCRIPT)
-        if args.profile:
-            print(
-                manage(
-                    {**env, "DEBUG": "0"}, "shell", "-c", PROFILE_SCRIPT % {"path": args.profile}
-                )
-            )
-            return 0
-        port = free_port()
-        web = start_web(env, port, work / "web.log")
+    records = 20_000 if args.quick else args.records
+    runs = 1 if args.quick else args.runs
+    work = Path(tempfile.mkdtemp(prefix="millrace-bench-browse-"))
+    with sasl_broker(f"millrace_bench_browse_{os.getpid()}", work) as (_env, creds, port):
         try:
-            session = Session(port)
-            session.sign_in("bench-owner")
-            middle = args.topics // 2
-            pages = {
-                "overview": "/t/default/",
-                "topic_list": "/t/default/topics/",
-                "topic_detail": f"/t/default/topics/{topic(middle)}/",
-                "group_list": "/t/default/groups/",
-                "group_detail": f"/t/default/groups/{group(args.groups // 2)}/",
-            }
-            for page, path in pages.items():
+            bootstrap = f"127.0.0.1:{port}"
+            from confluent_kafka.admin import (  # type: ignore[attr-defined]
+                AdminClient,
+                NewTopic,
+            )
+
+            perf.create_topics(
+                AdminClient(_confluent(bootstrap, creds)), [NewTopic(TOPIC, PARTITIONS, 1)]
+            )
+            produce(bootstrap, creds, records, args.compression)
+            confluent_times = [
+                read_with_confluent(bootstrap, creds, records) for _ in range(max(1, runs // 2))
+            ]
+            baseline = summary(records, confluent_times)
+            client = ClusterClient(
+                [("127.0.0.1", port)],
+                username=creds["username"],
+                password=creds["password"],
+                timeout=30,
+            )
+            with client:
+                common = {
+                    "records": records,
+                    "partitions": PARTITIONS,
+                    "value_bytes": len(value(0)),
+                    "compression": args.compression,
+                    "runs": runs,
+                    "cpus": os.cpu_count(),
+                }
+                workloads = [
+                    ("scan_rare_value_earliest", Query(position="earliest", text="needle")),
+                    ("scan_rare_value_newest", Query(position="newest", text="needle")),
+                    ("scan_rare_key_earliest", Query(position="earliest", key="k0000042")),
+                    ("scan_often_value_newest", Query(position="newest", text="flagged")),
+                    # The worst case for the byte search: the word is in every batch (in
+                    # every value), so every record is checked, and no key holds it.
+                    ("scan_key_word_in_every_value", Query(position="earliest", key="click")),
+                ]
+                for name, q in workloads:
+                    q.scan = records
+                    q.limit = 500 if "often" in name else 50
+                    times, result = timed(
+                        runs,
+                        lambda q=q: scan(client, TOPIC, q, list(range(PARTITIONS)), seconds=600),
+                    )
+                    if "often" not in name and result.scanned != records:
+                        raise RuntimeError(f"{name} scanned {result.scanned} of {records}")
+                    mine = summary(result.scanned, times)
+                    emit(
+                        name,
+                        **common,
+                        scanned=result.scanned,
+                        rows=len(result.rows),
+                        **mine,
+                        baseline_confluent_consumer_records_per_s=baseline["records_per_s"],
+                        ratio_to_confluent=round(
+                            mine["records_per_s"] / baseline["records_per_s"], 2
+                        ),
+                    )
+                full_times = [
+                    read_with_full_decode(client, RecordFilter(text=b"needle"), records)
+                    for _ in range(max(1, runs // 2))
+                ]
                 emit(
-                    f"console_{page}",
-                    path=path,
-                    topics=args.topics,
-                    groups=args.groups,
-                    **measure(session, path, args.requests),
+                    "baselines",
+                    **common,
+                    confluent_consumer=baseline,
+                    own_client_full_decode_and_filter=summary(records, full_times),
                 )
         finally:
-            stop_process(web, grace=15)
             if args.keep:
                 print(f"logs in {work}", file=sys.stderr)
     return 0

@@ -15,6 +15,11 @@
   (every ``MILLRACE_WS_KEY_CHECK_SECONDS``) when the session is gone or no longer valid
   for the user (a password change, the user deactivated).
 
+A subscription may carry a ``filter`` (``{"key": ..., "text": ...}``, the message
+browser's rules, :class:`~data_plane.records.filter.RecordFilter`): records that do not
+match are not sent and need no acknowledgement. One partition is chosen with the
+stream's ``partitions`` list.
+
 Pausing is the stream's own flow control: a paused page stops acknowledging, so the
 server stops after ``window`` records and holds no more than that for it.
 """
@@ -44,8 +49,27 @@ from control_plane.streams.consumers import (
 from control_plane.streams.kafka import Delegation
 from control_plane.tenancy.models import Membership, Role
 from data_plane.acl import Operation, ResourceType
+from data_plane.records.filter import RecordFilter
 
 READS = (Operation.READ, Operation.DESCRIBE)
+MAX_NEEDLE = 1_000
+
+
+def _record_filter(raw: Any) -> RecordFilter | None:
+    """The subscription's ``filter``: ``{"key": ..., "text": ...}``, the message browser's
+    "key contains" and "value or header contains" (either may be left out)."""
+    if raw is None:
+        return None
+    if (
+        not isinstance(raw, dict)
+        or not set(raw) <= {"key", "text"}
+        or not all(isinstance(v, str) and len(v) <= MAX_NEEDLE for v in raw.values())
+    ):
+        raise FrameError(
+            "bad_frame", f"filter is {{key, text}}: strings of at most {MAX_NEEDLE} characters"
+        )
+    flt = RecordFilter.of(raw.get("key", ""), raw.get("text", ""))
+    return flt or None
 
 
 @database_sync_to_async
@@ -155,4 +179,5 @@ class ConsoleTail(StreamConsumer):
             raise FrameError(
                 "bad_frame", "the console tails from positions; consumer groups are for API keys"
             )
+        self.record_filter = _record_filter(frame.get("filter"))
         await super().subscribe(frame)

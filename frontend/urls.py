@@ -1,7 +1,18 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import access, audit, browse, cluster, groups, members, overview, topics, views
+from frontend import (
+    access,
+    audit,
+    browse,
+    cluster,
+    export,
+    groups,
+    members,
+    overview,
+    topics,
+    views,
+)
 
 app_name = "frontend"
 T = "t/<slug:tenant_slug>/"
@@ -22,6 +33,7 @@ urlpatterns = [
     path(TOPIC + "partitions/", topics.topic_add_partitions, name="topic-partitions"),
     path(TOPIC + "delete/", topics.topic_delete, name="topic-delete"),
     path(TOPIC + "messages/", browse.topic_messages, name="topic-messages"),
+    path(TOPIC + "messages/export/", export.topic_messages_export, name="topic-messages-export"),
     path(TOPIC + "produce/", browse.topic_produce, name="topic-produce"),
     path(T + "groups/", groups.group_list, name="groups"),
     path(T + "groups/<str:group_id>/", groups.group_detail, name="group"),

@@ -57,6 +57,7 @@ from control_plane.streams.kafka import (
     stop_quietly,
 )
 from data_plane.acl import Operation, ResourceType
+from data_plane.records.filter import RecordFilter
 
 logger = logging.getLogger("millrace.streams.ws")
 
@@ -135,6 +136,8 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
     # the principal named in permission errors.
     who: Delegation | None = None
     tenant_id: int | None = None
+    # Records that do not match are not delivered (the console's tail sets one).
+    record_filter: RecordFilter | None = None
     principal_name = "?"
 
     # -- connection lifecycle -------------------------------------------------------------
@@ -538,7 +541,10 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
                     if spec["group"] and spec["mode"] == "at-most-once":
                         await self.consumer.commit({tp: messages[-1].offset + 1})
                     offsets = self.delivered.setdefault(tp, deque())
+                    flt = self.record_filter
                     for m in messages:
+                        if flt is not None and not flt.matches(m.key, m.value, m.headers):
+                            continue
                         offsets.append(m.offset)
                         records.append(
                             codec.render_record(
@@ -555,6 +561,8 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
                                 **formats,
                             )
                         )
+                if not records:
+                    continue
                 self.unacked += len(records)
                 self._update_window()
                 await self.send_json({"type": "records", "records": records})

@@ -54,6 +54,20 @@ class ReadAnswer:
 
 
 @dataclass(frozen=True)
+class FetchAnswer:
+    """The raw record batches of one partition from an offset (a Fetch), or an error.
+
+    ``records`` is what the leader sent: whole batches, perhaps starting before the offset
+    (a batch is never split) and perhaps ending with a batch cut off by the size limit.
+    """
+
+    records: bytes
+    log_start_offset: int = -1
+    high_watermark: int = -1
+    error: int = ErrorCode.NONE
+
+
+@dataclass(frozen=True)
 class PositionAnswer:
     """What one partition looks like from one position (a Fetch of a single batch).
 
@@ -354,20 +368,30 @@ class ClusterClient:
         batch is returned even if it is larger, so a big record can always be read.
         """
 
+        answer = self.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+        if answer.error != ErrorCode.NONE:
+            return ReadAnswer([], answer.log_start_offset, answer.high_watermark, answer.error)
+        records = decode_records(answer.records, offset, max_records)
+        return ReadAnswer(records, answer.log_start_offset, answer.high_watermark)
+
+    def fetch(
+        self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int = 0
+    ) -> FetchAnswer:
+        """The record batches of ``tp`` from ``offset``, undecoded (see :class:`FetchAnswer`)."""
+
         def ask(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
             answer = self._fetch_raw(conn, {tp: offset}, max_bytes, max_wait_ms)
-            t = answer["responses"][0]
-            p = t["partitions"][0]
-            if p["error_code"] != ErrorCode.NONE:
-                return {
-                    tp: ReadAnswer([], p["log_start_offset"], p["high_watermark"], p["error_code"])
-                }
-            records = decode_records(bytes(p["records"] or b""), offset, max_records)
-            return {tp: ReadAnswer(records, p["log_start_offset"], p["high_watermark"])}
+            p = answer["responses"][0]["partitions"][0]
+            records = bytes(p["records"] or b"") if p["error_code"] == ErrorCode.NONE else b""
+            return {
+                tp: FetchAnswer(
+                    records, p["log_start_offset"], p["high_watermark"], p["error_code"]
+                )
+            }
 
-        result: ReadAnswer = self._per_leader([tp], ask, lambda code: ReadAnswer([], error=code))[
-            tp
-        ]
+        result: FetchAnswer = self._per_leader(
+            [tp], ask, lambda code: FetchAnswer(b"", error=code)
+        )[tp]
         return result
 
     def _fetch_raw(

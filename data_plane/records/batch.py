@@ -274,47 +274,51 @@ def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     return buf[pos : pos + length], pos + length
 
 
+def decode_record(body: bytes, pos: int, header: BatchHeader) -> tuple[Record, int]:
+    """The record whose length varint is at ``pos`` of a batch's (decompressed) records
+    section, and where the next one starts. Raises :class:`InvalidRecordBatch`."""
+    try:
+        length, pos = read_varint32(body, pos)
+        record_end = pos + length
+        if length < 6 or record_end > len(body):
+            raise InvalidRecordBatch("bad_record", "record length runs past the batch")
+        attributes = body[pos]
+        ts_delta, p = read_varint(body, pos + 1)
+        offset_delta, p = read_varint32(body, p)
+        key, p = _read_bytes(body, p, record_end)
+        value, p = _read_bytes(body, p, record_end)
+        header_count, p = read_varint32(body, p)
+        if header_count < 0:
+            raise InvalidRecordBatch("bad_record", "negative header count")
+        headers = []
+        for _ in range(header_count):
+            hkey, p = _read_bytes(body, p, record_end)
+            if hkey is None:
+                raise InvalidRecordBatch("bad_record", "record header key is null")
+            hvalue, p = _read_bytes(body, p, record_end)
+            headers.append(RecordHeader(hkey.decode("utf-8"), hvalue))
+    except (VarintError, UnicodeDecodeError) as exc:
+        raise InvalidRecordBatch("bad_record", f"malformed record: {exc}") from None
+    if p != record_end:
+        raise InvalidRecordBatch("bad_record", "record length does not match its fields")
+    record = Record(
+        offset=header.base_offset + offset_delta,
+        timestamp=header.base_timestamp + ts_delta,
+        key=key,
+        value=value,
+        headers=tuple(headers),
+        attributes=attributes,
+    )
+    return record, record_end
+
+
 def _decode_records(body: bytes, header: BatchHeader) -> list[Record]:
     records: list[Record] = []
     pos = 0
-    end = len(body)
-    try:
-        for _ in range(header.records_count):
-            length, pos = read_varint32(body, pos)
-            record_end = pos + length
-            if length < 6 or record_end > end:
-                raise InvalidRecordBatch("bad_record", "record length runs past the batch")
-            attributes = body[pos]
-            ts_delta, p = read_varint(body, pos + 1)
-            offset_delta, p = read_varint32(body, p)
-            key, p = _read_bytes(body, p, record_end)
-            value, p = _read_bytes(body, p, record_end)
-            header_count, p = read_varint32(body, p)
-            if header_count < 0:
-                raise InvalidRecordBatch("bad_record", "negative header count")
-            headers = []
-            for _ in range(header_count):
-                hkey, p = _read_bytes(body, p, record_end)
-                if hkey is None:
-                    raise InvalidRecordBatch("bad_record", "record header key is null")
-                hvalue, p = _read_bytes(body, p, record_end)
-                headers.append(RecordHeader(hkey.decode("utf-8"), hvalue))
-            if p != record_end:
-                raise InvalidRecordBatch("bad_record", "record length does not match its fields")
-            records.append(
-                Record(
-                    offset=header.base_offset + offset_delta,
-                    timestamp=header.base_timestamp + ts_delta,
-                    key=key,
-                    value=value,
-                    headers=tuple(headers),
-                    attributes=attributes,
-                )
-            )
-            pos = record_end
-    except (VarintError, UnicodeDecodeError) as exc:
-        raise InvalidRecordBatch("bad_record", f"malformed record: {exc}") from None
-    if pos != end:
+    for _ in range(header.records_count):
+        record, pos = decode_record(body, pos, header)
+        records.append(record)
+    if pos != len(body):
         raise InvalidRecordBatch("bad_count", "bytes remain after the last counted record")
     return records
 

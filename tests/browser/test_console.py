@@ -36,6 +36,7 @@ from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Role, Tenant
 from data_plane.broker.bench import stop_process
 from tests.broker.conftest import confluent_conf, free_port
+from tests.broker.test_clients import confluent_create
 from tests.broker.test_groups import consumer
 from tests.conftest import SYSTEM, make_user
 
@@ -249,15 +250,15 @@ def test_live_tail_and_message_browser(alice, world, kafka):
     page.click("#tail-start")
     page.wait_for_function("document.getElementById('tail-status').textContent.startsWith('Live')")
     produce(kafka, topic, [b'{"order": 1}', b'{"order": 2}'])
-    page.wait_for_function("document.querySelectorAll('#tail-rows tbody tr').length >= 2")
+    page.wait_for_function("document.querySelectorAll('#tail-rows tr.record').length >= 2")
     assert '{"order": 2}' in page.locator("#tail-rows").inner_text()
     # Paused: new records wait (the server stops after its window) until resumed.
     page.click("#tail-pause")
     produce(kafka, topic, [b'{"order": 3}'])
     page.wait_for_function("document.getElementById('tail-status').textContent.includes('waiting')")
-    assert page.locator("#tail-rows tbody tr").count() == 2
+    assert page.locator("#tail-rows tr.record").count() == 2
     page.click("#tail-pause")
-    page.wait_for_function("document.querySelectorAll('#tail-rows tbody tr').length == 3")
+    page.wait_for_function("document.querySelectorAll('#tail-rows tr.record').length == 3")
     shot(page, world, "live-tail")
 
     # A test record from the form, then found in the browser (pretty JSON) and in the live
@@ -274,8 +275,16 @@ def test_live_tail_and_message_browser(alice, world, kafka):
     page.wait_for_url(re.compile(r".*from=offset.*"))
     assert "Produced to partition 1" in page.locator(".flash.success").inner_text()
     rows = page.locator("#message-rows tbody")
-    assert '"hello": "browser"' in rows.inner_text()
-    assert "source" in rows.inner_text()
+    # Compact rows: the value on one line; the whole record (pretty JSON, headers) on expand.
+    assert '{"hello":"browser","n":42}' in rows.locator("tr.record").first.inner_text()
+    assert page.locator("#message-rows tr.detail").first.is_hidden()
+    rows.locator("button.expand").first.click()
+    assert rows.locator("button.expand").first.get_attribute("aria-expanded") == "true"
+    detail = page.locator("#message-rows tr.detail").first
+    assert detail.is_visible() and '"hello": "browser"' in detail.inner_text()
+    assert "source" in detail.inner_text()
+    rows.locator("button.expand").first.click()
+    assert detail.is_hidden()
     tail.wait_for_function(
         "document.getElementById('tail-rows').textContent.includes('\"hello\": \"browser\"')"
     )
@@ -287,9 +296,52 @@ def test_live_tail_and_message_browser(alice, world, kafka):
     page.select_option("#id_from", "newest")
     page.click("#browse-form button[type=submit]")
     page.wait_for_function("document.getElementById('scan-summary') !== null")
-    page.wait_for_function("document.querySelectorAll('#message-rows tbody tr').length == 3")
+    page.wait_for_function("document.querySelectorAll('#message-rows tr.record').length == 3")
     assert "Scanned" in page.locator("#scan-summary").inner_text()
     shot(page, world, "messages")
+
+
+def test_export_link_downloads_the_rows_shown(alice, world, kafka):
+    page = alice  # still on the browser, filtered by key "ext": three rows
+    with page.expect_download() as download:
+        page.click("#export-jsonl")
+    lines = Path(download.value.path()).read_text().splitlines()
+    assert download.value.suggested_filename == f"{world['topic']}-messages.jsonl"
+    assert [json.loads(line)["value"] for line in lines] == [
+        '{"order":3}',
+        '{"order":2}',
+        '{"order":1}',
+    ]
+    with page.expect_download() as download:
+        page.click("#export-csv")
+    assert Path(download.value.path()).read_text().startswith("partition,offset,timestamp,")
+
+
+def test_live_tail_filter_and_partition_choice(alice, world, kafka):
+    topic = world["topic"].replace("orders-", "tail-")  # apart: the group test counts lag
+    confluent_create(kafka, kafka.admin_a, topic, partitions=2)
+    page = alice.context.new_page()
+    page.goto(f"{world['base']}/t/{kafka.tenant_a}/topics/{topic}/messages/")
+    page.select_option("#id_tail_partition", "1")
+    page.fill("#id_tail_text", "pick")
+    page.click("#tail-start")
+    page.wait_for_function("document.getElementById('tail-status').textContent.startsWith('Live')")
+    assert page.locator("#id_tail_text").is_disabled()  # fixed while the tail runs
+    produce(kafka, topic, [b"pick-0"], partition=0)
+    produce(kafka, topic, [b"skip-1", b"pick-1"], partition=1)
+    page.wait_for_function("document.querySelectorAll('#tail-rows tr.record').length >= 1")
+    produce(kafka, topic, [b"pick-again"], partition=1)
+    page.wait_for_function("document.querySelectorAll('#tail-rows tr.record').length >= 2")
+    text = page.locator("#tail-rows").inner_text()
+    assert "pick-1" in text and "pick-again" in text
+    assert "pick-0" not in text and "skip-1" not in text
+    # Expand a tail row: the record in full.
+    page.locator("#tail-rows button.expand").first.click()
+    detail = page.locator("#tail-rows tr.detail").first
+    assert detail.is_visible() and "pick-again" in detail.inner_text()
+    shot(page, world, "live-tail-filtered")
+    page.click("#tail-start")
+    page.close()
 
 
 def test_service_account_key_acl_and_checker(alice, world, kafka):

@@ -4,6 +4,8 @@ browser's bounded scans, test produce and the live tail socket (session + Origin
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
 import re
 import uuid
@@ -117,7 +119,8 @@ def test_browser_shows_the_newest_records_pretty_and_binary_as_hex(kafka, people
     )
     html = partial.content.decode()
     assert "Scanned <strong>" in html and "<html" not in html
-    assert html.count("<tr>") == 4 + 1  # header row + 4 records
+    assert html.count('<tr class="record">') == 4  # compact rows, each with a detail row
+    assert html.count('<tr class="detail"') == 4
     assert "&quot;n&quot;: 29" in html  # newest first, pretty JSON (indented)
     assert "&quot;n&quot;: 0," not in html
     binary = client.get(f"/t/{kafka.tenant_a}/topics/{topic}/messages/?partition=0&key=blob")
@@ -162,6 +165,9 @@ def test_a_scan_is_bounded_and_says_how_much_it_read(kafka, people, topic):
             break
         more = html.split('id="scan-more"')[0].rsplit('href="', 1)[1].split('"')[0]
     assert total == 31
+    # A scan that read exactly the whole topic offers nothing more.
+    exact = client.get(url.replace("scan=7", "scan=31")).content.decode()
+    assert "Scanned <strong>31</strong> records" in exact and 'id="scan-more"' not in exact
 
 
 def test_from_offset_and_timestamp(kafka, people, topic):
@@ -192,6 +198,65 @@ def test_another_tenants_member_sees_nothing(kafka, people, topic):
     client = signed_in(people["outsider"])
     assert client.get(f"/t/{kafka.tenant_a}/topics/{topic}/messages/").status_code == 404
     assert client.post(f"/t/{kafka.tenant_a}/topics/{topic}/produce/").status_code == 404
+    export = f"/t/{kafka.tenant_a}/topics/{topic}/messages/export/?from=earliest&as=csv"
+    assert client.get(export).status_code == 404
+    assert Client().get(export).status_code == 302  # signed out: to the sign-in page
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+def _export(client, kafka, topic, query: str):
+    response = client.get(f"/t/{kafka.tenant_a}/topics/{topic}/messages/export/?{query}")
+    body = b"".join(response.streaming_content).decode() if response.streaming else ""
+    return response, body
+
+
+def test_export_streams_the_rows_shown_as_json_lines_and_csv(kafka, people, topic):
+    client = signed_in(people["viewer"])
+    query = "from=earliest&key=user-1&limit=100"
+    page = client.get(f"/t/{kafka.tenant_a}/topics/{topic}/messages/?{query}").content.decode()
+    assert 'id="export-jsonl"' in page and "as=jsonl" in page and "rows=shown" in page
+    response, body = _export(client, kafka, topic, query + "&as=jsonl&rows=shown")
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == f'attachment; filename="{topic}-messages.jsonl"'
+    lines = [json.loads(line) for line in body.splitlines()]
+    assert sorted(json.loads(r["value"])["n"] for r in lines) == [
+        i for i in range(30) if i % 3 == 1
+    ]
+    first = lines[0]
+    assert first["key"] == "user-1" and first["key_format"] == "text"
+    assert first["value_format"] == "json" and "\n" not in first["value"]  # on one line
+    assert first["headers"] == [{"key": "trace", "value": f"t{json.loads(first['value'])['n']}"}]
+    assert first["timestamp_type"] == "create_time" and first["time"].endswith("+00:00")
+    # CSV: a header row, then the same rows; the chosen format applies (hex here).
+    response, body = _export(client, kafka, topic, query + "&as=csv&format=hex")
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert len(rows) == 10 and {r["value_format"] for r in rows} == {"hex"}
+    assert bytes.fromhex(rows[0]["value"]).startswith(b'{"n": ')
+    assert json.loads(rows[0]["headers"])[0]["key"] == "trace"
+
+
+def test_export_of_every_match_is_bounded_like_the_scan(kafka, people, topic):
+    client = signed_in(people["viewer"])
+    shown = _export(client, kafka, topic, "from=earliest&text=odd&limit=2&as=jsonl")[1]
+    assert len(shown.splitlines()) == 2
+    response, matched = _export(
+        client, kafka, topic, "from=earliest&text=odd&limit=2&as=jsonl&rows=matched"
+    )
+    assert len(matched.splitlines()) == 15
+    assert int(response["X-Millrace-Scanned"]) >= 31  # the whole topic, however long
+    bounded = _export(client, kafka, topic, "from=earliest&text=odd&scan=10&as=jsonl&rows=matched")[
+        1
+    ]
+    assert len(bounded.splitlines()) < 15
+    assert (
+        client.get(f"/t/{kafka.tenant_a}/topics/{topic}/messages/export/?as=xml").status_code == 400
+    )
+    assert (
+        client.get(f"/t/{kafka.tenant_a}/topics/{topic}/messages/export/?scan=0").status_code == 400
+    )
 
 
 # --- live tail ------------------------------------------------------------------------------
@@ -242,6 +307,46 @@ def test_live_tail_streams_new_records_to_a_member(kafka, people, topic):
     values, denied = asyncio.run(run())
     assert values == ["tail-me"]
     assert denied["code"] == "permission_denied"
+
+
+def test_live_tail_filters_and_reads_one_partition(kafka, people, topic):
+    headers = _session_headers(people["viewer"])
+
+    async def run():
+        comm, connected = await _tail(kafka, headers)
+        assert connected
+        await frames_until(comm, lambda f: f["type"] == "authenticated")
+        await comm.send_json_to({"type": "subscribe", "topics": [topic], "filter": {"kex": "1"}})
+        bad = await frames_until(comm, lambda f: f["type"] == "error")
+        await comm.send_json_to(
+            {
+                "type": "subscribe",
+                "partitions": [{"topic": topic, "partition": 1}],
+                "from": "latest",
+                "value_format": "string",
+                "filter": {"text": "pick"},
+            }
+        )
+        await frames_until(comm, lambda f: f["type"] == "subscribed")
+        await asyncio.sleep(1.0)
+        producer = Producer(confluent_conf(kafka, kafka.admin_a))
+        producer.produce(topic, value=b"skip-me", partition=1)
+        producer.produce(topic, value=b"pick-0", partition=0)  # another partition
+        producer.produce(topic, value=b"plain", partition=1, headers=[("pick", b"by-name")])
+        producer.produce(topic, value=b"pick-1", partition=1)
+        producer.flush(10)
+        got: list[str] = []
+        for _ in range(5):
+            frames = await frames_until(comm, lambda f: f["type"] == "records")
+            got += [r["value"] for r in frames[-1]["records"]]
+            if len(got) >= 2:
+                break
+        await comm.disconnect()
+        return bad[-1], got
+
+    bad, got = asyncio.run(run())
+    assert bad["code"] == "bad_frame" and "filter" in bad["message"]
+    assert got == ["plain", "pick-1"]
 
 
 def test_live_tail_refuses_other_origins_outsiders_and_anonymous(kafka, people):
