@@ -166,7 +166,22 @@ def run_scan(page: Page, topic: Topic, query: Query) -> Scan:
 
 @member_view("topics")
 def topic_messages(page: Page, name: str) -> HttpResponse:
-    topic = topic_or_404(page, name)
+    return _messages_page(page, topic_or_404(page, name))
+
+
+# Per-record produce errors that are about the value the member typed.
+VALUE_ERRORS = {"message_too_large", "invalid_record", "record_list_too_large"}
+
+
+def _messages_page(
+    page: Page,
+    topic: Topic,
+    *,
+    produce: dict[str, str] | None = None,
+    produce_errors: dict[str, str] | None = None,
+) -> HttpResponse:
+    """The browser (the query in the URL) and the produce form (``produce``: what a
+    refused produce had in it, shown again with ``produce_errors`` beside the fields)."""
     params = page.request.GET
     form = {
         "partition": params.get("partition", "all"),
@@ -220,9 +235,11 @@ def topic_messages(page: Page, name: str) -> HttpResponse:
             "formats": FORMATS,
             "max_scan": MAX_SCAN,
             "max_limit": MAX_LIMIT,
+            "produce": produce or {},
+            "produce_errors": produce_errors or {},
         },
         partial="frontend/partials/message_rows.html",
-        status=400 if errors and "form" not in errors else 200,
+        status=400 if produce_errors or (errors and "form" not in errors) else 200,
     )
 
 
@@ -265,13 +282,11 @@ def topic_produce(page: Page, name: str) -> HttpResponse:
             lambda: produce_records(delegation, bootstrap, topic.name, [record], "all"), 30.0
         )
     except ServiceError as exc:
-        messages.error(page.request, f"Not produced: {exc.message}")
+        problem = form_errors(exc)
     except Exception as exc:  # noqa: BLE001 - a Kafka client failure, told to the member
-        messages.error(page.request, f"Not produced: {error_info(exc)['message']}")
+        problem = {"form": error_info(exc)["message"]}
     else:
-        if "error" in result:
-            messages.error(page.request, f"Not produced: {result['error']['message']}")
-        else:
+        if "error" not in result:
             messages.success(
                 page.request,
                 f"Produced to partition {result['partition']} at offset {result['offset']}.",
@@ -280,7 +295,10 @@ def topic_produce(page: Page, name: str) -> HttpResponse:
                 {"partition": result["partition"], "from": "offset", "offset": result["offset"]}
             )
             return redirect(f"{_messages_url(page, topic)}?{query}")
-    return redirect(_messages_url(page, topic))
+        error = result["error"]
+        problem = {"value" if error.get("code") in VALUE_ERRORS else "form": error["message"]}
+    # Refused: the page again, with what was typed and the reason beside its field.
+    return _messages_page(page, topic, produce=form, produce_errors=problem)
 
 
 def _messages_url(page: Page, topic: Topic) -> str:

@@ -267,10 +267,19 @@ def test_live_tail_and_message_browser(alice, world, kafka):
     tail.goto(page.url)
     tail.click("#tail-start")
     tail.wait_for_function("document.getElementById('tail-status').textContent.startsWith('Live')")
+    # Refused first (a header without a colon): the page comes back with every value as
+    # typed and the reason beside the headers, and nothing is produced.
     page.fill("#id_produce_key", "from-console")
     page.fill("#id_value", '{"hello": "browser", "n": 42}')
-    page.fill("#id_headers", "source: console")
+    page.fill("#id_headers", "no-colon-here")
     page.select_option("#id_produce_partition", "1")
+    page.click("form.produce button[type=submit]")
+    assert "name: value" in page.locator("#headers-error").inner_text()
+    assert page.locator("#id_produce_key").input_value() == "from-console"
+    assert page.locator("#id_value").input_value() == '{"hello": "browser", "n": 42}'
+    assert page.locator("#id_headers").input_value() == "no-colon-here"
+    assert page.locator("#id_produce_partition").input_value() == "1"
+    page.fill("#id_headers", "source: console")
     page.click("form.produce button[type=submit]")
     page.wait_for_url(re.compile(r".*from=offset.*"))
     assert "Produced to partition 1" in page.locator(".flash.success").inner_text()
