@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -239,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if args.keep:
                 print(f"logs in {work}", file=sys.stderr)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)  # the broker's log: about 110 MB
     return 0
 
 
