@@ -122,7 +122,7 @@ def test_audit_event_records_actor_object_before_after_and_ip(owner):
 def test_audit_records_api_key_actor(tenant_a, make_key):
     client, key, _ = make_key(tenant_a, [("topic", "literal", "*", "all")])
     client.post(f"{T}/topics/", {"name": "k", "partition_count": 1}, format="json")
-    event = AuditEvent.objects.get(action="topic.create")
+    event = AuditEvent.objects.get(action="topic.create", tenant=tenant_a)
     assert event.actor == key.key_id and event.actor_type == "api_key"
 
 

@@ -53,7 +53,7 @@ def listed(client) -> list[dict]:
     return client.get(f"{T}/acls/", {"principal": "User:app"}).json()["results"]
 
 
-def test_producer_preset_writes_the_topics_and_nothing_else(owner):
+def test_producer_preset_writes_the_topics_and_nothing_else(owner, tenant_a):
     client = session_client(owner)
     made = create(client, preset="producer", topic="orders-", topic_pattern="prefixed")
     assert made.status_code == 201, made.content
@@ -68,7 +68,7 @@ def test_producer_preset_writes_the_topics_and_nothing_else(owner):
     assert not allowed(rows, "read", "topic", "orders-eu")
     assert not allowed(rows, "read", "group", "anything")
     # Each ACL is audited like one made by hand.
-    assert AuditEvent.objects.filter(action="acl.create").count() == 3
+    assert AuditEvent.objects.filter(action="acl.create", tenant=tenant_a).count() == 3
 
 
 def test_consumer_preset_reads_the_topics_in_its_groups(owner):

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connection
 
 from control_plane.access import services as access_services
+from control_plane.audit.models import AuditEvent
 from control_plane.catalog.models import Broker, Topic
 from control_plane.core.actor import Actor
 from control_plane.tenancy import services as tenancy_services
@@ -213,6 +214,9 @@ def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None, adverti
         with django_db_blocker.unblock():
             for tenant in (a, b):
                 Topic.objects.filter(tenant=tenant).delete()
+                # The brokers' changes were committed: later tests on this database must
+                # not find their audit trail either.
+                AuditEvent.objects.filter(tenant_slug=tenant.slug).delete()
                 tenant.delete()
             # The brokers registered in this worker's test database: later tests there
             # must not see (now stopped) brokers.
