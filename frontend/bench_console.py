@@ -60,7 +60,8 @@ from control_plane.groups import lag
 now = timezone.now()
 rows = [
     TopicSample(topic=t, at=now - timedelta(minutes=60 - m), end_offset=m * 10, consumed=m * 9,
-                size_bytes=m * 1000)
+                size_bytes=m * 1000, produced_per_s=10 / 60 if m else None,
+                consumed_per_s=9 / 60 if m else None)
     for t in Topic.objects.filter(tenant__slug="default") for m in range(60)
 ]
 TopicSample.objects.bulk_create(rows, batch_size=5000)

@@ -155,6 +155,11 @@ class TopicSample(models.Model):
     end_offset = models.BigIntegerField()
     consumed = models.BigIntegerField()
     size_bytes = models.BigIntegerField(null=True, blank=True)
+    # Records/s produced and consumed since the topic's previous sample (null for its first
+    # one): worked out when sampling, so a chart sums a column per sampling time instead of
+    # pairing every topic's samples on each page view.
+    produced_per_s = models.FloatField(null=True, blank=True)
+    consumed_per_s = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["topic", "at"]

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Max, Sum
 from django.utils import timezone
 
 from control_plane.catalog.models import Topic, TopicSample
@@ -86,22 +86,39 @@ def sample_topics() -> int:
         bytes_by_topic: dict[str, int] = defaultdict(int)
         for (name, _), size in sizes.items():
             bytes_by_topic[name] += size
-        rows = [
-            TopicSample(
+        previous = _previous_samples(tenant)
+        rows = []
+        for t in topics:
+            if not complete[t.pk]:
+                continue
+            row = TopicSample(
                 topic=t,
                 at=now,
                 end_offset=ends[t.pk],
                 consumed=consumed.get(t.pk) or 0,
                 size_bytes=bytes_by_topic.get(t.name),
             )
-            for t in topics
-            if complete[t.pk]
-        ]
+            before = previous.get(t.pk)
+            seconds = (now - before.at).total_seconds() if before is not None else 0
+            if before is not None and seconds > 0:
+                # Counters only grow; a drop (an offset reset) counts as nothing moved.
+                row.produced_per_s = max(0, row.end_offset - before.end_offset) / seconds
+                row.consumed_per_s = max(0, row.consumed - before.consumed) / seconds
+            rows.append(row)
         TopicSample.objects.bulk_create(rows)
         written += len(rows)
     horizon = now - timedelta(hours=settings.MILLRACE_LAG_HISTORY_HOURS)
     TopicSample.objects.filter(at__lt=horizon).delete()
     return written
+
+
+def _previous_samples(tenant: Tenant) -> dict[int, TopicSample]:
+    """{topic id: its sample from the tenant's last sampling pass} (one pass shares one
+    time)."""
+    last = TopicSample.objects.filter(topic__tenant=tenant).aggregate(at=Max("at"))["at"]
+    if last is None:
+        return {}
+    return {s.topic_id: s for s in TopicSample.objects.filter(topic__tenant=tenant, at=last)}
 
 
 def throughput(tenant: Tenant, hours: int, topic: Topic | None = None) -> dict[str, Any]:
@@ -110,25 +127,19 @@ def throughput(tenant: Tenant, hours: int, topic: Topic | None = None) -> dict[s
     samples = TopicSample.objects.filter(topic__tenant=tenant, at__gte=since)
     if topic is not None:
         samples = samples.filter(topic=topic)
-    produced: dict[float, float] = defaultdict(float)
-    consumed: dict[float, float] = defaultdict(float)
-    last: dict[int, tuple[float, int, int]] = {}
-    # Tuples, not models: an hour of a thousand topics sampled each minute is 60,000 rows.
-    rows = samples.order_by("topic_id", "at").values_list(
-        "topic_id", "at", "end_offset", "consumed"
+    # Each sample carries its topic's rates since the one before: sum them per sampling time.
+    produced: dict[float, float] = {}
+    consumed: dict[float, float] = {}
+    totals = (
+        samples.filter(produced_per_s__isnull=False)
+        .values("at")
+        .annotate(produced=Sum("produced_per_s"), consumed=Sum("consumed_per_s"))
+        .order_by("at")
     )
-    for topic_id, when, end_offset, consumed_offset in rows.iterator(chunk_size=5000):
-        at = when.timestamp()
-        before = last.get(topic_id)
-        last[topic_id] = (at, end_offset, consumed_offset)
-        if before is None:
-            continue
-        seconds = at - before[0]
-        if seconds <= 0:
-            continue
-        # Counters only grow; a drop (an offset reset) counts as nothing moved.
-        produced[at] += max(0, end_offset - before[1]) / seconds
-        consumed[at] += max(0, consumed_offset - before[2]) / seconds
+    for row in totals:
+        at = row["at"].timestamp()
+        produced[at] = row["produced"] or 0.0
+        consumed[at] = row["consumed"] or 0.0
     x = sorted(produced)
     return {
         "x": x,

@@ -136,6 +136,8 @@ def test_overview_shows_storage_throughput_and_lagging_groups(kafka, members):
     assert usage.sample_topics() >= 1
     sample = TopicSample.objects.filter(topic__name=topic).latest("at")
     assert sample.end_offset == 80 and sample.consumed == 10 and sample.size_bytes > 0
+    # Its rates since the sample before: 30 records produced in a little over a second.
+    assert 0 < sample.produced_per_s <= 30 / 1.1 and sample.consumed_per_s == 0
     tenant = Tenant.objects.get(slug=kafka.tenant_a)
     chart = usage.throughput(tenant, 1)
     assert chart["x"] and chart["series"][0]["values"][-1] > 0
