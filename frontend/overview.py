@@ -22,13 +22,18 @@ RECENT_EVENTS = 8
 @member_view("overview")
 def overview(page: Page) -> HttpResponse:
     tenant = page.tenant
-    topics = list(Topic.objects.filter(tenant=tenant))
-    # One connection to the brokers for the page: sizes, then every group's lag.
+    topic_count = Topic.objects.filter(tenant=tenant).count()
+    # Sizes as the last sampling pass (each minute) measured them; before the first one,
+    # from the brokers. Lag is always asked live, on one connection for every group.
+    sizes, sized_at = usage.sampled_sizes(tenant)
+    sizes_failure = None
     with group_lag.Brokers(tenant) as brokers:
-        if brokers.client is not None:
-            sizes, sizes_failure = usage.topic_sizes(tenant, topics, brokers.client)
-        else:
-            sizes, sizes_failure = {}, brokers.failure
+        if sized_at is None and topic_count:
+            if brokers.client is not None:
+                topics = list(Topic.objects.filter(tenant=tenant))
+                sizes, sizes_failure = usage.topic_sizes(tenant, topics, brokers.client)
+            else:
+                sizes_failure = brokers.failure
         groups = worst_lag_first(
             group_lag.summaries(
                 tenant, ConsumerGroup.objects.filter(tenant=tenant), brokers=brokers
@@ -49,7 +54,8 @@ def overview(page: Page) -> HttpResponse:
     return page.render(
         "frontend/overview.html",
         {
-            "topic_count": len(topics),
+            "topic_count": topic_count,
+            "sized_at": sized_at,
             "partition_count": Topic.objects.filter(tenant=tenant).aggregate(
                 n=Sum("partition_count")
             )["n"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -110,6 +110,17 @@ def sample_topics() -> int:
     horizon = now - timedelta(hours=settings.MILLRACE_LAG_HISTORY_HOURS)
     TopicSample.objects.filter(at__lt=horizon).delete()
     return written
+
+
+def sampled_sizes(tenant: Tenant) -> tuple[dict[str, int], datetime | None]:
+    """({topic: bytes} from the tenant's last sampling pass, when it ran); empty and None
+    before the first pass. At most a sampling interval old (a minute), and cheap: the
+    overview shows these instead of asking every broker on each view."""
+    last = TopicSample.objects.filter(topic__tenant=tenant).aggregate(at=Max("at"))["at"]
+    if last is None:
+        return {}, None
+    rows = TopicSample.objects.filter(topic__tenant=tenant, at=last, size_bytes__isnull=False)
+    return dict(rows.values_list("topic__name", "size_bytes")), last
 
 
 def _previous_samples(tenant: Tenant) -> dict[int, TopicSample]:

@@ -103,7 +103,11 @@ def read_log_state(
 
 
 def read_log_states(
-    client: ClusterClient, queries: list[LogQuery], *, with_start: bool = True
+    client: ClusterClient,
+    queries: list[LogQuery],
+    *,
+    with_start: bool = True,
+    all_starts: bool = True,
 ) -> list[LogState]:
     """``read_log_state`` for many callers at once (every group of a page): the log ends
     and starts of all their partitions in one ListOffsets round, and the next records'
@@ -120,9 +124,12 @@ def read_log_states(
             end[tp] = answer.offset
         else:
             errors[tp] = ErrorCode(answer.error).name
-    if with_start and end:
+    # Log starts: of every partition, or (``all_starts=False``, for totals) only where lag
+    # counts from the log start.
+    starting = end if all_starts else {tp for q in queries for tp in q.from_start if tp in end}
+    if with_start and starting:
         # The same partitions as a moment ago: the leaders just learned still hold.
-        earliest = client.list_offsets(dict.fromkeys(end, EARLIEST), refresh=False)
+        earliest = client.list_offsets(dict.fromkeys(starting, EARLIEST), refresh=False)
         for tp, answer in earliest.items():
             if answer.error == ErrorCode.NONE:
                 start[tp] = answer.offset
@@ -203,12 +210,12 @@ class Brokers:
             self.client = None
             return LogState(failure=self.failure)
 
-    def log_states(self, queries: list[LogQuery]) -> list[LogState]:
+    def log_states(self, queries: list[LogQuery], *, all_starts: bool = True) -> list[LogState]:
         """``log_state`` for many queries in a few rounds (``read_log_states``)."""
         if self.client is None:
             return [LogState(failure=self.failure) for _ in queries]
         try:
-            return read_log_states(self.client, queries)
+            return read_log_states(self.client, queries, all_starts=all_starts)
         except KafkaClientError as exc:
             self.failure = f"the brokers could not be asked: {exc}"
             self.client.close()
@@ -350,7 +357,9 @@ def many_group_offsets(
     groups: list[ConsumerGroup], brokers: Brokers, *, visible: Visible = _everything
 ) -> list[tuple[list[dict[str, Any]], str | None]]:
     """``group_offsets`` (offsets and failure) of every group, asking the brokers and the
-    database a fixed number of times however many groups there are."""
+    database a fixed number of times however many groups there are. For totals: a
+    partition's log start is only asked where the lag counts from it (``log_start_offset``
+    is None elsewhere)."""
     rows: dict[int, list[CommittedOffset]] = {g.pk: [] for g in groups}
     committed = (
         CommittedOffset.objects.filter(group__in=[g.pk for g in groups])
@@ -361,7 +370,7 @@ def many_group_offsets(
         if visible(row.topic.name):
             rows[row.group_id].append(row)
     views = [_group_view(g, visible, rows[g.pk]) for g in groups]
-    states = brokers.log_states([v.query for v in views])
+    states = brokers.log_states([v.query for v in views], all_starts=False)
     return [(_offset_rows(v, s), s.failure) for v, s in zip(views, states, strict=True)]
 
 

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('catalog', '0007_broker_dev_listener'),
+        ("catalog", "0007_broker_dev_listener"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='topicsample',
-            name='consumed_per_s',
+            model_name="topicsample",
+            name="consumed_per_s",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='topicsample',
-            name='produced_per_s',
+            model_name="topicsample",
+            name="produced_per_s",
             field=models.FloatField(blank=True, null=True),
         ),
     ]
