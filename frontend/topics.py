@@ -204,6 +204,7 @@ def _detail(
     topic: Topic,
     *,
     submitted: dict[str, str] | None = None,
+    partitions_typed: str | None = None,
     errors: dict[str, str] | None = None,
 ) -> HttpResponse:
     partitions, failure = _partitions(page, topic)
@@ -220,6 +221,7 @@ def _detail(
             "total_records": sum(p["records"] or 0 for p in partitions),
             "retention": effective_configs(topic.configs)["retention.ms"],
             "errors": errors or {},
+            "partitions_value": partitions_typed,
         },
         status=400 if errors else 200,
     )
@@ -261,12 +263,15 @@ def topic_configs(page: Page, name: str) -> HttpResponse:
 def topic_add_partitions(page: Page, name: str) -> HttpResponse:
     topic = topic_or_404(page, name)
     raw = page.request.POST.get("partitions", "")
-    page.act(
-        lambda: catalog_services.add_partitions(
+    try:
+        catalog_services.add_partitions(
             page.actor, topic, partition_count=whole_number(raw, "partitions")
-        ),
-        f"{topic.name} now has {raw.strip()} partitions.",
-    )
+        )
+    except ServiceError as exc:
+        # The page again, the number as typed and the reason beside it; nothing changed.
+        topic.refresh_from_db()
+        return _detail(page, topic, partitions_typed=raw, errors={"partitions": exc.message})
+    messages.success(page.request, f"{topic.name} now has {raw.strip()} partitions.")
     return _back_to(page, topic)
 
 
