@@ -101,8 +101,19 @@ def test_an_operator_creates_a_topic_and_partitions_where_it_says(cluster, djang
     for i in range(4):
         producer.produce(name, b"v%d" % i, partition=i)
     assert producer.flush(30) == 0
+    # Metadata reaches each broker a moment after a change: a consumer that subscribed while
+    # the broker it asked still showed three partitions would keep that view for minutes
+    # (librdkafka's default topic.metadata.refresh.interval.ms); refresh every second.
     consumer = Consumer(
-        confluent_conf(env, env.admin_a, **{"group.id": name, "auto.offset.reset": "earliest"})
+        confluent_conf(
+            env,
+            env.admin_a,
+            **{
+                "group.id": name,
+                "auto.offset.reset": "earliest",
+                "topic.metadata.refresh.interval.ms": 1000,
+            },
+        )
     )
     consumer.subscribe([name])
     got = []
