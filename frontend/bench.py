@@ -64,14 +64,8 @@ def key(i: int) -> bytes:
 
 
 def _confluent(bootstrap: str, creds: dict[str, str], **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": creds["username"],
-        "sasl.password": creds["password"],
-        **extra,
-    }
+    endpoint = perf.Endpoint(bootstrap, creds["username"], creds["password"], "SCRAM-SHA-512")
+    return {**endpoint.confluent(), **extra}
 
 
 def produce(bootstrap: str, creds: dict[str, str], records: int, compression: str) -> None:

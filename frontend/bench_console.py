@@ -104,13 +104,7 @@ def seed(bootstrap: str, key: dict[str, str], topics: int, groups: int) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    conf = {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.username": key["username"],
-        "sasl.password": key["password"],
-    }
+    conf = perf.Endpoint(bootstrap, key["username"], key["password"]).confluent()
     admin = AdminClient(conf)
     for start in range(0, topics, 100):
         perf.create_topics(
