@@ -121,7 +121,7 @@ def test_edit_configs_add_partitions_and_typed_delete(developer, tenant_a):
     page = response.content.decode()
     assert response.status_code == 400 and 'id="partitions-error"' in page
     assert "already has 1 partitions" in page.split('id="partitions-error"')[1]
-    tag = page.split('id="id_partitions"')[1].split('>')[0]
+    tag = page.split('id="id_partitions"')[1].split(">")[0]
     assert 'value="1"' in tag, tag  # as typed
     client.post(base + "partitions/", {"partitions": "4"})
     assert Topic.objects.get(name="orders").partition_count == 4
