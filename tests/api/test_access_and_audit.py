@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from control_plane.access.models import Acl
 from control_plane.audit.models import AuditEvent
-from tests.conftest import make_user, session_client
+from tests.conftest import basic_auth, make_user, session_client
 
 T = "/api/v1/tenants/acme"
 
@@ -167,6 +167,18 @@ def test_error_body_shape(db, method, path, status, code):
     assert response.status_code == status
     assert set(response.json()["error"]) == {"code", "message", "details"}
     assert response.json()["error"]["code"] == code
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_a_mistyped_api_path_is_not_found_whatever_the_method(tenant_a, make_key, method):
+    # With a key and Django's CSRF checks on, as a real client meets them: JSON not_found,
+    # not the HTML "CSRF verification failed" page.
+    _, key, secret = make_key(tenant_a, [("topic", "literal", "*", "all")])
+    client = APIClient(enforce_csrf_checks=True)
+    client.credentials(HTTP_AUTHORIZATION=basic_auth(key.key_id, secret))
+    response = getattr(client, method)("/api/v1/tenants/acme/topicz/", {}, format="json")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
 
 
 def test_method_not_allowed_and_malformed_json(owner):
