@@ -91,22 +91,8 @@ def produce(bootstrap: str, creds: dict[str, str], records: int, compression: st
 
 def read_with_confluent(bootstrap: str, creds: dict[str, str], records: int) -> float:
     """Seconds for a confluent-kafka consumer to receive every record."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        _confluent(bootstrap, creds, **{"group.id": "bench-browse", "enable.auto.commit": False})
-    )
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    got = 0
-    started = time.perf_counter()
-    deadline = time.monotonic() + 300
-    while got < records and time.monotonic() < deadline:
-        got += sum(1 for m in consumer.consume(10_000, timeout=1) if m.error() is None)
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    if got < records:
-        raise RuntimeError(f"the consumer read {got} of {records} records")
-    return elapsed
+    conf = _confluent(bootstrap, creds, **{"group.id": "bench-browse"})
+    return perf.read_all(conf, TOPIC, PARTITIONS, records)
 
 
 def read_with_full_decode(client: ClusterClient, flt: RecordFilter, records: int) -> float:

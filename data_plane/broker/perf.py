@@ -236,6 +236,28 @@ def consume(
     return _summary("consume", client, got, size, seconds, wanted=records)
 
 
+def read_all(
+    conf: dict[str, Any], topic: str, partitions: int, records: int, timeout: float = 300
+) -> float:
+    """Seconds for a confluent-kafka consumer (``conf``), assigned every partition of
+    ``topic`` from offset 0, to receive ``records`` records: the same-run baseline of the
+    benchmarks that read a topic another way. Raises if it gets fewer within ``timeout``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**conf, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    started = time.perf_counter()
+    deadline = time.monotonic() + timeout
+    while got < records and time.monotonic() < deadline:
+        got += sum(1 for m in consumer.consume(10_000, timeout=1) if m.error() is None)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    if got < records:
+        raise RuntimeError(f"the consumer read {got} of {records} records")
+    return elapsed
+
+
 def create_topics(admin: Any, topics: list[Any], timeout: float = 30) -> None:
     """Create ``topics`` (confluent_kafka ``NewTopic``s) with ``admin``, asking again when
     librdkafka fails the request locally: right after it starts (or when a broker leaves its

@@ -82,19 +82,8 @@ def read_with_own_client(bootstrap: str, key: dict[str, str]) -> tuple[int, floa
 
 
 def read_with_confluent(bootstrap: str, key: dict[str, str], records: int) -> float:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(
-        _confluent(bootstrap, key, **{"group.id": "bench-spark", "enable.auto.commit": False})
-    )
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    got = 0
-    started = time.perf_counter()
-    while got < records:
-        got += sum(1 for m in consumer.consume(10_000, timeout=1) if m.error() is None)
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    return elapsed
+    conf = _confluent(bootstrap, key, **{"group.id": "bench-spark"})
+    return perf.read_all(conf, TOPIC, PARTITIONS, records)
 
 
 def spark_count(bootstrap: str, key: dict[str, str], records: int) -> tuple[int, float, float]:
