@@ -25,6 +25,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) manage.py makemigrations --check --dry-run
 
 ## Lint, then the whole suite (Postgres/Redis when DATABASE_URL/REDIS_URL are set).

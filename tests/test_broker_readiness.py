@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import uuid
 
-from data_plane.broker.model import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
 from data_plane.broker.server import Broker, BrokerConfig
+from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
 
 
 def snapshot(isr, leader=2, live=(1, 2, 3)):

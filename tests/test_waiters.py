@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from data_plane.broker.waiters import Waiters
+from data_plane.replication.waiters import Waiters
 
 
 def test_a_notify_wakes_only_the_requests_waiting_on_its_key():

@@ -42,7 +42,9 @@ from control_plane.core.notify import CHANNEL
 from control_plane.groups import services as group_services
 from control_plane.tenancy.models import Membership, Role, Tenant
 from data_plane import internal_auth
-from data_plane.broker.model import (
+from data_plane.broker.ports import AdminError, ScramCredentials
+from data_plane.groups.model import GroupRecord, OffsetRecord
+from data_plane.metadata.model import (
     BrokerInfo,
     MetadataSnapshot,
     PartitionInfo,
@@ -50,8 +52,6 @@ from data_plane.broker.model import (
     TenantInfo,
     TopicInfo,
 )
-from data_plane.broker.ports import AdminError, ScramCredentials
-from data_plane.groups.model import GroupRecord, OffsetRecord
 from data_plane.protocol.errors import ErrorCode
 
 logger = logging.getLogger(__name__)

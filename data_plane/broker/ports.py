@@ -2,7 +2,7 @@
 
 Implementations: the Django/Postgres adapter in ``control_plane.core.broker_store`` and an
 in-memory one for tests. Methods are synchronous (the broker calls them from worker threads,
-never on its event loop) and return plain values from :mod:`data_plane.broker.model`.
+never on its event loop) and return plain values from :mod:`data_plane.metadata.model`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from data_plane.broker.model import MetadataSnapshot, Principal
 from data_plane.groups.model import GroupRecord, OffsetRecord
+from data_plane.metadata.model import MetadataSnapshot, Principal
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from typing import Any
 
 import scramp  # type: ignore[import-untyped]
 
-from data_plane.broker.model import Principal
 from data_plane.broker.ports import MetadataStore
+from data_plane.metadata.model import Principal
 
 logger = logging.getLogger("millrace.broker.sasl")
 

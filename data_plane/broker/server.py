@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import ssl
 import threading
 import time
@@ -36,92 +35,28 @@ import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
-from data_plane.broker import group_handlers, handlers
+from data_plane.broker.config import BrokerConfig
+from data_plane.broker.connection import Connection
+from data_plane.broker.handlers.context import Services
 from data_plane.broker.heartbeat import Heartbeat
 from data_plane.broker.limits import FailureDelays, MemoryPool
 from data_plane.broker.metrics import BrokerMetrics, BrokerState, HealthServer
-from data_plane.broker.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
 from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
-from data_plane.broker.replication import LeaderState, ReplicaManager
-from data_plane.broker.sasl import MECHANISMS, SaslFailed, SaslSession
-from data_plane.broker.waiters import Waiters
-from data_plane.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.log.config import LogConfig
-from data_plane.log.manager import LogManager, TopicPartition
-from data_plane.log.partition import PartitionLog
-from data_plane.log.segment import FileSlice
-from data_plane.protocol.errors import ErrorCode
-from data_plane.protocol.framing import FrameReader
-from data_plane.protocol.requests import (
-    Request,
-    Unsupported,
-    encode_response,
-    parse_request,
-    unsupported_version_response,
-)
-from data_plane.protocol.types import ProtocolError
+from data_plane.log.manager import LogManager
+from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, TopicInfo
+from data_plane.replication.manager import ReplicaManager
 
 logger = logging.getLogger("millrace.broker")
 T = TypeVar("T")
 
-PRE_AUTH_MAX_BYTES = 512 * 1024
 PRODUCER_ID_BLOCK = 1000
-PRE_AUTH_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 
-
-@dataclass
-class BrokerConfig:
-    broker_id: int = 1
-    host: str = "127.0.0.1"
-    port: int = 9092
-    advertised_host: str | None = None
-    advertised_port: int | None = None
-    rack: str | None = None
-    data_dir: Path = Path("data/broker-1")
-    allow_anonymous: bool = False
-    max_request_bytes: int = 100 * 2**20
-    metadata_refresh_seconds: float = 1.0
-    heartbeat_seconds: float = 2.0
-    default_partitions: int = 1
-    revocation_check_seconds: float = 1.0
-    maintenance_seconds: float = 30.0
-    extra_log_settings: dict[str, Any] = field(default_factory=dict)
-    groups: CoordinatorConfig = field(default_factory=CoordinatorConfig)
-    replica_lag_time_max_ms: int = 30_000
-    replica_fetch_wait_ms: int = 500
-    # What this broker proves to the others when it fetches from them (internal_auth).
-    internal_password: str = field(default="", repr=False)
-    # /metrics, /healthz, /readyz (None: no HTTP endpoint; 0: any free port).
-    metrics_host: str | None = None
-    metrics_port: int | None = None
-    # The SASL_SSL listener (None: none). PEM certificate chain and key.
-    tls_port: int | None = None
-    tls_cert_file: Path | None = None
-    tls_key_file: Path | None = None
-    tls_advertised_host: str | None = None
-    tls_advertised_port: int | None = None
-    # How long a SIGTERM waits for the controller to move this broker's leaderships.
-    controlled_shutdown_timeout_seconds: float = 30.0
-    # Connection limits. A connection must finish SASL within auth_timeout_seconds (Kafka
-    # closes unauthenticated ones after about 10 s); any connection that sends nothing
-    # for idle_timeout_seconds is closed (Kafka's connections.max.idle.ms, 10 min); one
-    # address may hold max_connections_per_ip (Kafka's max.connections.per.ip) and one
-    # tenant max_connections_per_tenant. 0 turns a limit off.
-    # SCRAM iteration count of new keys: unknown users are answered with the same one.
-    scram_iterations: int = 4096
-    auth_timeout_seconds: float = 10.0
-    failed_auth_max_delay_seconds: float = 5.0  # the back-off's ceiling (limits.py)
-    # Bytes of requests in flight on this broker, all connections together (Kafka's
-    # queued.max.request.bytes; limits.MemoryPool).
-    queued_max_request_bytes: int = 500 * 2**20
-    idle_timeout_seconds: float = 600.0
-    max_connections_per_ip: int = 1000
-    max_connections_per_tenant: int = 10_000
+__all__ = ["Broker", "BrokerConfig"]
 
 
 class Broker:
@@ -133,10 +68,6 @@ class Broker:
         self.logs = LogManager(config.data_dir, self._config_for_topic)
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Parked requests: replica fetches wait for appends, consumer fetches and acks=all
-        # produces for the high watermark, each on its own partitions (waiters.py).
-        self.appended = Waiters()
-        self.hw_moved = Waiters()
         self._connections: set[Connection] = set()
         self._per_ip: Counter[str] = Counter()
         self._per_tenant: Counter[int] = Counter()
@@ -155,8 +86,27 @@ class Broker:
         self._producer_lock = asyncio.Lock()
         self.port = config.port
         self.groups = GroupCoordinator(store, self.call_store, config.groups)
-        self.replicas = ReplicaManager(self)
         self.metrics = BrokerMetrics()
+        self.replicas = ReplicaManager(
+            config.replication(),
+            self.logs,
+            self.config_for,
+            store,
+            self.metrics,
+            lambda: self.snapshot.brokers,
+        )
+        # What handlers may use: narrow views of this broker and its services.
+        self.services = Services(
+            metadata=self,
+            cluster=self,
+            tenants=self,
+            producer_ids=self,
+            store=store,
+            replicas=self.replicas,
+            groups=self.groups,
+            quotas=self.quotas,
+            metrics=self.metrics,
+        )
         self.metrics.info.labels(str(config.broker_id)).set(1)
         self.metrics.watch(self.gauge_state)
         self._tls_server: asyncio.base_events.Server | None = None
@@ -171,11 +121,7 @@ class Broker:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self.logs.open_all()
-        for tp in self.logs.partitions():
-            log = self.logs.get(tp)
-            if log is not None:
-                self.replicas.initial_high_watermark(tp, log)
+        self.replicas.open_logs()
         tls = self._tls_context()  # a bad certificate fails before anything is registered
         await self._register()
         await self.refresh_metadata()
@@ -304,7 +250,7 @@ class Broker:
 
     def gauge_state(self) -> BrokerState:
         """What the scrape-time gauges report (read from the health thread: copies only)."""
-        leaders = list(self.replicas.leaders.values())  # replicated partitions led here
+        leaders = list(self.replicas.leaders.values())  # partitions led here
         names: dict[uuid.UUID, tuple[str, str]] = {}
         for tenant_id, topics in list(self.snapshot.topics.items()):
             tenant = self.snapshot.tenants.get(tenant_id)
@@ -322,7 +268,7 @@ class Broker:
             partitions=len(self.logs.partitions()),
             leader_partitions=self._leading(),
             under_replicated=sum(1 for s in leaders if len(s.isr) < len(s.replicas)),
-            under_min_isr=sum(1 for s in leaders if len(s.isr) < handlers.min_insync(s.topic)),
+            under_min_isr=sum(1 for s in leaders if s.under_min_isr),
             log_sizes=[(t, n, size) for (t, n), size in sizes.items()],
         )
 
@@ -418,6 +364,10 @@ class Broker:
         with contextlib.suppress(Exception):
             await self.call_store(self.store.deregister_broker, self.config.broker_id)
         logger.info("broker %s stopped", self.config.broker_id)
+
+    @property
+    def broker_id(self) -> int:
+        return self.config.broker_id
 
     @property
     def metrics_port(self) -> int | None:
@@ -545,39 +495,6 @@ class Broker:
 
     # --- logs -------------------------------------------------------------------------------
 
-    def leader_log(self, topic: TopicInfo, index: int) -> tuple[PartitionLog | None, int]:
-        if not 0 <= index < topic.partition_count:
-            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        partition = topic.partitions[index]
-        if partition.leader is None:
-            return None, ErrorCode.LEADER_NOT_AVAILABLE
-        if partition.leader != self.config.broker_id:
-            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        log = self.logs.get_or_create(TopicPartition(topic.topic_id, index), self.config_for(topic))
-        single_replica = partition.replicas == (self.config.broker_id,)
-        if single_replica and log.high_watermark < log.log_end_offset:
-            # A single replica: all it holds is committed (after a restart too). Step 5
-            # replaces this with the ISR's high watermark and its checkpoint.
-            log.update_high_watermark(log.log_end_offset)
-        return log, ErrorCode.NONE
-
-    def after_append(
-        self,
-        tenant_id: int,
-        tp: TopicPartition,
-        log: PartitionLog,
-        nbytes: int,
-        state: LeaderState | None = None,
-    ) -> None:
-        """After a produce: one replica commits at once; otherwise the ISR decides."""
-        self.appended.notify(tp)  # followers' fetches first: they move the high watermark
-        if state is None:
-            log.update_high_watermark(log.log_end_offset)
-            self.hw_moved.notify(tp)
-        else:
-            self.replicas.maybe_advance_high_watermark(state)
-        self._storage[tenant_id] = self._storage.get(tenant_id, 0) + nbytes
-
     async def next_producer_id(self) -> int:
         async with self._producer_lock:
             nxt, end = self._producer_ids
@@ -590,6 +507,9 @@ class Broker:
     def tenant_storage(self, tenant_id: int) -> int:
         """Bytes of the tenant's partition logs on this broker."""
         return self._storage.get(tenant_id, 0)
+
+    def add_storage(self, tenant_id: int, nbytes: int) -> None:
+        self._storage[tenant_id] = self._storage.get(tenant_id, 0) + nbytes
 
     def tenant_over_storage(self, tenant_id: int) -> bool:
         tenant = self.snapshot.tenants.get(tenant_id)
@@ -677,341 +597,3 @@ class Broker:
     def auth_failure_delay(self, host: str) -> float:
         """Seconds to hold back a failed login from ``host`` (``limits.FailureDelays``)."""
         return self._auth_failures.failed(host)
-
-
-# File slices up to this size are read and sent with the rest of the response.
-SMALL_SLICE_BYTES = 64 * 1024
-
-
-def _read_slice(chunk: FileSlice) -> bytes:
-    fd = os.open(chunk.path, os.O_RDONLY)
-    try:
-        data = os.pread(fd, chunk.length, chunk.position)
-    finally:
-        os.close(fd)
-    if len(data) != chunk.length:
-        raise OSError(f"{chunk.path}: read {len(data)} of {chunk.length} bytes")
-    return data
-
-
-class Connection:
-    def __init__(
-        self,
-        broker: Broker,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        tls: bool = False,
-    ) -> None:
-        self.broker = broker
-        self.tls = tls
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.host = peer[0] if peer else ""
-        self.principal: Principal | None = None
-        self.frames = FrameReader(PRE_AUTH_MAX_BYTES)
-        self.sasl: SaslSession | None = None
-        self.task: asyncio.Task[Any] | None = None
-        self._closing = False
-        self._waiting_for_bytes = False
-        self.counted_tenant: int | None = None  # counted against its tenant's limit
-        self._reserved = 0  # bytes of the broker's request pool this connection holds
-        self._opened = time.monotonic()
-        self.authenticated_at = 0.0  # monotonic, when SASL succeeded
-
-    def request_close(self) -> None:
-        """Finish the request in progress, then close (graceful shutdown).
-
-        A connection waiting for its next request is stopped at once; one serving a
-        request closes after answering it.
-        """
-        self._closing = True
-        if self._waiting_for_bytes and self.task is not None:
-            self.task.cancel()
-
-    def abort(self) -> None:
-        self._closing = True
-        self.writer.transport.abort()
-
-    async def run(self) -> None:
-        try:
-            if self.broker.config.allow_anonymous:
-                self.principal = await self.broker.call_store(self.broker.store.anonymous_principal)
-                if self.principal is not None:
-                    self.frames.max_frame_bytes = self.broker.config.max_request_bytes
-            while not self._closing:
-                frame = self.frames.next_frame()
-                if frame is None:
-                    self._waiting_for_bytes = True
-                    try:
-                        # One deadline for both waits (asyncio.timeout: a timer handle, no
-                        # task per read on this hot path).
-                        async with asyncio.timeout(self._read_timeout()):
-                            # Reserve the whole request before reading its body
-                            # (limits.MemoryPool), then read: large frames (producer
-                            # batches) arrive in as few reads as the transport allows.
-                            pending = self.frames.pending_size
-                            if pending > self._reserved:
-                                self._reserved += await self.broker.request_memory.acquire(
-                                    pending - self._reserved
-                                )
-                            data = await self.reader.read(max(65536, self.frames.missing))
-                    except TimeoutError:
-                        why = (
-                            "not authenticated in time"
-                            if self.principal is None
-                            else "idle for longer than connections.max.idle.ms"
-                        )
-                        logger.info("closing %s: %s", self.host, why)
-                        break
-                    finally:
-                        self._waiting_for_bytes = False
-                    if not data:
-                        break
-                    self.frames.feed(data)
-                    continue
-                keep = await self._serve(frame)
-                if self._reserved:  # answered: the next request reserves its own size
-                    self.broker.request_memory.release(self._reserved)
-                    self._reserved = 0
-                if not keep:
-                    break
-        except ProtocolError as exc:
-            logger.warning("closing %s: malformed request: %s", self.host, exc)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            if not self._closing:
-                raise  # not our graceful close: let the cancellation through
-        finally:
-            if self._reserved:
-                self.broker.request_memory.release(self._reserved)
-                self._reserved = 0
-            with contextlib.suppress(Exception):
-                self.writer.close()
-
-    def _read_timeout(self) -> float | None:
-        """How long the next read may wait: what is left of the authentication deadline
-        before SASL completes, the idle limit after."""
-        config = self.broker.config
-        if self.principal is None and config.auth_timeout_seconds:
-            return max(0.0, self._opened + config.auth_timeout_seconds - time.monotonic())
-        return config.idle_timeout_seconds or None
-
-    async def _serve(self, frame: bytes) -> bool:
-        try:
-            request = parse_request(frame)
-        except ProtocolError:
-            if logger.isEnabledFor(logging.DEBUG) and frame[:2] not in (b"\x00\x11", b"\x00\x24"):
-                # Never for SaslHandshake/SaslAuthenticate, whose frames may carry secrets.
-                logger.debug("malformed frame from %s: %s", self.host, frame[:512].hex())
-            raise
-        except Unsupported as exc:
-            # Answered with UNSUPPORTED_VERSION; before authentication only ApiVersions
-            # keeps the connection open (anything else would close it there anyway).
-            await self._write(unsupported_version_response(exc, ErrorCode.UNSUPPORTED_VERSION))
-            keep = exc.api_key == 18 or self.principal is not None
-            if not keep:
-                logger.warning(
-                    "closing %s: unsupported API %s v%s before authentication",
-                    self.host,
-                    exc.api_key,
-                    exc.api_version,
-                )
-            return keep
-        key = request.api.key
-        if self.principal is None and key not in PRE_AUTH_APIS:
-            logger.warning("closing %s: %s before authentication", self.host, request.api.name)
-            return False
-        if key == 18:
-            body = self._api_versions()
-        elif key == 17:
-            body = self._sasl_handshake(request)
-        elif key == 36:
-            body, ok = await self._sasl_authenticate(request)
-            await self._respond(request, body)
-            return ok
-        else:
-            assert self.principal is not None
-            ctx = handlers.Context(
-                self.broker,
-                self.principal,
-                self.host,
-                request.version,
-                request.header.client_id or "",
-                self.tls,
-            )
-            handler = HANDLERS[key]
-            started = time.perf_counter()
-            try:
-                body = await handler(ctx, request.body)
-                self.broker.metrics.request_done(request.api.name, started, body)
-            except handlers.CloseConnection as exc:
-                logger.info("closing %s: %s", self.host, exc)
-                return False
-            except Exception:
-                # A bug must not take the broker down: log it and drop this connection
-                # (the client reconnects and retries, as after any network error).
-                logger.exception(
-                    "%s v%s failed for %s", request.api.name, request.version, self.host
-                )
-                return False
-            if body is None:  # produce with acks=0: no response at all
-                return True
-        await self._respond(request, body)
-        return True
-
-    async def _respond(self, request: Request, body: dict[str, Any]) -> None:
-        chunks = encode_response(request.api, request.version, request.header.correlation_id, body)
-        throttle = body.get("throttle_time_ms", 0) or 0
-        if throttle:
-            await asyncio.sleep(throttle / 1000)  # Kafka's delayed response under quota
-        await self._write(chunks)
-
-    async def _write(self, chunks: list[Any]) -> None:
-        """Send a response: one write for the bytes and small file slices, sendfile for
-        large slices (a small response costs one send instead of several syscalls)."""
-        loop = asyncio.get_running_loop()
-        pending: list[bytes | bytearray | memoryview] = []
-        for chunk in chunks:
-            if isinstance(chunk, FileSlice):
-                if chunk.length <= SMALL_SLICE_BYTES:
-                    pending.append(_read_slice(chunk))
-                    continue
-                if pending:
-                    self.writer.write(b"".join(pending))
-                    pending = []
-                await self.writer.drain()
-                with open(chunk.path, "rb") as f:
-                    # os.sendfile on plain sockets; asyncio itself falls back to read-and-send
-                    # where that is unavailable (e.g. TLS transports).
-                    await loop.sendfile(self.writer.transport, f, chunk.position, chunk.length)
-            else:
-                pending.append(chunk)
-        if pending:
-            self.writer.write(b"".join(pending))
-        await self.writer.drain()
-
-    def _api_versions(self) -> dict[str, Any]:
-        from data_plane.protocol.requests import supported_api_versions
-
-        return {"error_code": 0, "api_keys": supported_api_versions(), "throttle_time_ms": 0}
-
-    def _sasl_handshake(self, request: Request) -> dict[str, Any]:
-        mechanism = request.body["mechanism"]
-        # The development listener starts every connection as the anonymous principal; a
-        # client (another broker, say) may still sign in, once.
-        if self.principal is not None and not self.principal.is_anonymous:
-            return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": list(MECHANISMS)}
-        if mechanism not in MECHANISMS:
-            return {
-                "error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM,
-                "mechanisms": list(MECHANISMS),
-            }
-        self.sasl = SaslSession(
-            mechanism,
-            self.broker.store,
-            self.broker.call_store,
-            fake_secret=self.broker.config.internal_password.encode(),
-            scram_iterations=self.broker.config.scram_iterations,
-        )
-        return {"error_code": ErrorCode.NONE, "mechanisms": list(MECHANISMS)}
-
-    async def _sasl_authenticate(self, request: Request) -> tuple[dict[str, Any], bool]:
-        if self.sasl is None or self.sasl.done:
-            return (
-                {
-                    "error_code": ErrorCode.ILLEGAL_SASL_STATE,
-                    "error_message": "SaslHandshake first",
-                    "auth_bytes": b"",
-                    "session_lifetime_ms": 0,
-                },
-                False,
-            )
-        try:
-            answer = await self.sasl.step(bytes(request.body["auth_bytes"]))
-        except SaslFailed as exc:
-            await asyncio.sleep(self.broker.auth_failure_delay(self.host))  # slows guessing
-            logger.info("SASL authentication failed from %s", self.host)
-            self.broker.metrics.authentication_failures.labels(self.sasl.mechanism).inc()
-            return (
-                {
-                    "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
-                    "error_message": str(exc),
-                    "auth_bytes": b"",
-                    "session_lifetime_ms": 0,
-                },
-                False,
-            )
-        if self.sasl.done:
-            principal = self.sasl.principal
-            if principal is not None and not principal.internal and not principal.broker:
-                if not self.broker.admit_tenant(principal.tenant_id):
-                    logger.warning(
-                        "refusing a connection of tenant %s from %s: connection limit reached",
-                        principal.tenant_slug,
-                        self.host,
-                    )
-                    return (
-                        {
-                            "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
-                            "error_message": "this tenant has reached its connection limit",
-                            "auth_bytes": b"",
-                            "session_lifetime_ms": 0,
-                        },
-                        False,
-                    )
-                self.counted_tenant = principal.tenant_id
-            self.principal = principal
-            self.authenticated_at = time.monotonic()
-            if (
-                not principal.internal
-                and principal.key_id is not None
-                and principal.key_id not in self.broker.snapshot.active_keys
-            ):
-                # A key newer than the broker's metadata: read it now, so the ACLs made
-                # with the key apply from its first request (not a refresh later).
-                await self.broker.refresh_metadata()
-            self.frames.max_frame_bytes = self.broker.config.max_request_bytes
-        return (
-            {
-                "error_code": ErrorCode.NONE,
-                "error_message": None,
-                "auth_bytes": answer,
-                "session_lifetime_ms": 0,
-            },
-            True,
-        )
-
-
-HANDLERS: dict[int, Callable[..., Any]] = {
-    23: handlers.handle_offset_for_leader_epoch,
-    8: group_handlers.handle_offset_commit,
-    9: group_handlers.handle_offset_fetch,
-    10: group_handlers.handle_find_coordinator,
-    11: group_handlers.handle_join_group,
-    12: group_handlers.handle_heartbeat,
-    13: group_handlers.handle_leave_group,
-    14: group_handlers.handle_sync_group,
-    15: group_handlers.handle_describe_groups,
-    16: group_handlers.handle_list_groups,
-    42: group_handlers.handle_delete_groups,
-    47: group_handlers.handle_offset_delete,
-    0: handlers.handle_produce,
-    1: handlers.handle_fetch,
-    2: handlers.handle_list_offsets,
-    22: handlers.handle_init_producer_id,
-    3: handlers.handle_metadata,
-    19: handlers.handle_create_topics,
-    20: handlers.handle_delete_topics,
-    21: handlers.handle_delete_records,
-    29: handlers.handle_describe_acls,
-    30: handlers.handle_create_acls,
-    31: handlers.handle_delete_acls,
-    32: handlers.handle_describe_configs,
-    33: handlers.handle_alter_configs,
-    35: handlers.handle_describe_log_dirs,
-    37: handlers.handle_create_partitions,
-    44: handlers.handle_incremental_alter_configs,
-    60: handlers.handle_describe_cluster,
-}

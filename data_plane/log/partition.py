@@ -507,6 +507,26 @@ class PartitionLog:
                     record_index=index,
                 )
 
+    def append_may_block(self, incoming: int) -> bool:
+        """Whether an append of ``incoming`` bytes could wait on the disk or on another
+        thread: it would roll the segment (an fsync), the topic fsyncs on append
+        (``flush.messages``/``flush.ms``), or the maintenance thread holds the log now.
+        An event loop runs such appends on a worker thread; the rest are cheap writes."""
+        if not self._lock.acquire(blocking=False):
+            return True
+        try:
+            c = self.config
+            if c.flush_messages is not None or c.flush_ms is not None:
+                return True
+            active = self.segments[-1]
+            return active.size > 0 and (
+                active.size + incoming > c.segment_bytes
+                or self.clock() - active.created_ms >= c.segment_ms
+                or active.index_full
+            )
+        finally:
+            self._lock.release()
+
     def _maybe_roll(self, incoming: int, now: int) -> None:
         active = self.segments[-1]
         if active.size == 0:

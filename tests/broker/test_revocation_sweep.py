@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from data_plane.broker.model import MetadataSnapshot, Principal
 from data_plane.broker.server import Broker, BrokerConfig
+from data_plane.metadata.model import MetadataSnapshot, Principal
 
 
 @dataclasses.dataclass(eq=False)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import scramp
 
-from data_plane.broker.model import Principal
 from data_plane.broker.ports import ScramCredentials
 from data_plane.broker.sasl import SaslFailed, SaslSession
+from data_plane.metadata.model import Principal
 
 PASSWORD = "mrsec_correct-horse"
 PRINCIPAL = Principal(1, "acme", "User:app", "MRKKEY")

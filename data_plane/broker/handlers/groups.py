@@ -13,12 +13,29 @@ import time
 from typing import Any
 
 from data_plane.acl import Operation, ResourceType
-from data_plane.broker.handlers import Context, audit, authorized_operations
+from data_plane.broker.handlers.context import (
+    Handler,
+    RequestContext,
+    audit,
+    authorized_operations,
+    blocking,
+)
 from data_plane.broker.ports import AdminError
 from data_plane.groups.consumer_protocol import ConsumerProtocolError, decode_subscription
 from data_plane.groups.coordinator import GroupError
 from data_plane.groups.model import GroupState, OffsetRecord
 from data_plane.protocol.errors import ErrorCode
+from data_plane.protocol.messages import delete_groups as delete_groups_api
+from data_plane.protocol.messages import describe_groups as describe_groups_api
+from data_plane.protocol.messages import find_coordinator as find_coordinator_api
+from data_plane.protocol.messages import heartbeat as heartbeat_api
+from data_plane.protocol.messages import join_group as join_group_api
+from data_plane.protocol.messages import leave_group as leave_group_api
+from data_plane.protocol.messages import list_groups as list_groups_api
+from data_plane.protocol.messages import offset_commit as offset_commit_api
+from data_plane.protocol.messages import offset_delete as offset_delete_api
+from data_plane.protocol.messages import offset_fetch as offset_fetch_api
+from data_plane.protocol.messages import sync_group as sync_group_api
 
 E = ErrorCode
 G = ResourceType.GROUP
@@ -27,12 +44,12 @@ T = ResourceType.TOPIC
 COORDINATOR_KEY_GROUP = 0
 
 
-def _coordinator_error(ctx: Context, group_id: str) -> ErrorCode | None:
+def _coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
     """NOT_COORDINATOR when another broker owns the group (clients then re-discover)."""
-    owner = ctx.broker.coordinator_for(ctx.principal.tenant_id, group_id)
+    owner = ctx.services.cluster.coordinator_for(ctx.principal.tenant_id, group_id)
     if owner is None:
         return E.COORDINATOR_NOT_AVAILABLE
-    if owner.id != ctx.broker.config.broker_id:
+    if owner.id != ctx.services.cluster.broker_id:
         return E.NOT_COORDINATOR
     return None
 
@@ -40,7 +57,7 @@ def _coordinator_error(ctx: Context, group_id: str) -> ErrorCode | None:
 # --- FindCoordinator ----------------------------------------------------------------------
 
 
-async def handle_find_coordinator(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     key_type = req.get("key_type", COORDINATOR_KEY_GROUP)
     keys = req["coordinator_keys"] if ctx.version >= 4 else [req.get("key") or ""]
     found = [_find(ctx, key, key_type) for key in keys]
@@ -57,7 +74,7 @@ async def handle_find_coordinator(ctx: Context, req: dict[str, Any]) -> dict[str
     }
 
 
-def _find(ctx: Context, key: str, key_type: int) -> dict[str, Any]:
+def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "key": key,
         "node_id": -1,
@@ -76,12 +93,12 @@ def _find(ctx: Context, key: str, key_type: int) -> dict[str, Any]:
     if not ctx.may(Operation.DESCRIBE, G, key):
         out["error_code"] = E.GROUP_AUTHORIZATION_FAILED
         return out
-    owner = ctx.broker.coordinator_for(ctx.principal.tenant_id, key)
+    owner = ctx.services.cluster.coordinator_for(ctx.principal.tenant_id, key)
     if owner is None:
         out["error_code"] = E.COORDINATOR_NOT_AVAILABLE
         return out
-    if owner.id == ctx.broker.config.broker_id:
-        meta = ctx.broker.broker_metadata(ctx.tls)
+    if owner.id == ctx.services.cluster.broker_id:
+        meta = ctx.services.cluster.broker_metadata(ctx.tls)
         out.update(node_id=meta["node_id"], host=meta["host"], port=meta["port"])
         return out
     host, port = owner.endpoint(ctx.tls)
@@ -95,13 +112,15 @@ def _find(ctx: Context, key: str, key_type: int) -> dict[str, Any]:
 # --- JoinGroup / SyncGroup / Heartbeat / LeaveGroup ---------------------------------------
 
 
-def _group_check(ctx: Context, group_id: str, op: Operation = Operation.READ) -> ErrorCode | None:
+def _group_check(
+    ctx: RequestContext, group_id: str, op: Operation = Operation.READ
+) -> ErrorCode | None:
     if not ctx.may(op, G, group_id):
         return E.GROUP_AUTHORIZATION_FAILED
     return _coordinator_error(ctx, group_id)
 
 
-async def handle_join_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     base: dict[str, Any] = {
         "throttle_time_ms": 0,
         "error_code": E.NONE,
@@ -118,7 +137,7 @@ async def handle_join_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]
     if error is not None:
         return base | {"error_code": error}
     try:
-        answer = await ctx.broker.groups.join(
+        answer = await ctx.services.groups.join(
             ctx.principal.tenant_id,
             group_id,
             member_id=req["member_id"],
@@ -140,7 +159,7 @@ async def handle_join_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-async def handle_sync_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     base: dict[str, Any] = {
         "throttle_time_ms": 0,
         "error_code": E.NONE,
@@ -152,7 +171,7 @@ async def handle_sync_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]
     if error is not None:
         return base | {"error_code": error}
     try:
-        assignment, ptype, pname = await ctx.broker.groups.sync(
+        assignment, ptype, pname = await ctx.services.groups.sync(
             ctx.principal.tenant_id,
             req["group_id"],
             member_id=req["member_id"],
@@ -167,11 +186,11 @@ async def handle_sync_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]
     return base | {"assignment": assignment, "protocol_type": ptype, "protocol_name": pname}
 
 
-async def handle_heartbeat(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_heartbeat(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     error = _group_check(ctx, req["group_id"])
     if error is None:
         try:
-            await ctx.broker.groups.heartbeat(
+            await ctx.services.groups.heartbeat(
                 ctx.principal.tenant_id,
                 req["group_id"],
                 member_id=req["member_id"],
@@ -183,7 +202,7 @@ async def handle_heartbeat(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": error or E.NONE}
 
 
-async def handle_leave_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_leave_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     if ctx.version >= 3:
         leaving = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
     else:
@@ -191,7 +210,7 @@ async def handle_leave_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any
     error = _group_check(ctx, req["group_id"])
     if error is not None:
         return {"throttle_time_ms": 0, "error_code": error, "members": []}
-    codes = await ctx.broker.groups.leave(ctx.principal.tenant_id, req["group_id"], leaving)
+    codes = await ctx.services.groups.leave(ctx.principal.tenant_id, req["group_id"], leaving)
     members = [
         {"member_id": mid, "group_instance_id": iid, "error_code": code}
         for (mid, iid), code in zip(leaving, codes, strict=True)
@@ -205,7 +224,7 @@ async def handle_leave_group(ctx: Context, req: dict[str, Any]) -> dict[str, Any
 # --- OffsetCommit / OffsetFetch / OffsetDelete --------------------------------------------
 
 
-def _partition_error(ctx: Context, name: str, index: int, op: Operation) -> ErrorCode | None:
+def _partition_error(ctx: RequestContext, name: str, index: int, op: Operation) -> ErrorCode | None:
     topic = ctx.topic(name)
     if topic is None or not 0 <= index < topic.partition_count:
         return E.UNKNOWN_TOPIC_OR_PARTITION
@@ -214,9 +233,9 @@ def _partition_error(ctx: Context, name: str, index: int, op: Operation) -> Erro
     return None
 
 
-async def handle_offset_commit(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     group_id = req["group_id"]
-    limit = ctx.broker.groups.config.offset_metadata_max_bytes
+    limit = ctx.services.groups.config.offset_metadata_max_bytes
     results: dict[tuple[str, int], ErrorCode] = {}
     offsets: list[OffsetRecord] = []
     now = int(time.time() * 1000)
@@ -242,7 +261,7 @@ async def handle_offset_commit(ctx: Context, req: dict[str, Any]) -> dict[str, A
             results[key] = error or E.NONE
     if group_error is None:
         try:
-            await ctx.broker.groups.commit(
+            await ctx.services.groups.commit(
                 ctx.principal.tenant_id,
                 group_id,
                 member_id=req.get("member_id", ""),
@@ -263,14 +282,14 @@ async def handle_offset_commit(ctx: Context, req: dict[str, Any]) -> dict[str, A
 
 
 async def _fetch_group(
-    ctx: Context, group_id: str, requested: list[dict[str, Any]] | None
+    ctx: RequestContext, group_id: str, requested: list[dict[str, Any]] | None
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     error = _group_check(ctx, group_id, Operation.DESCRIBE)
     if error is not None:
         return error, []
     stored = {
         (o.topic, o.partition): o
-        for o in await ctx.broker.groups.fetch_offsets(ctx.principal.tenant_id, group_id)
+        for o in await ctx.services.groups.fetch_offsets(ctx.principal.tenant_id, group_id)
     }
     wanted: list[tuple[str, list[int]]]
     if requested is None:  # every committed partition the principal may describe
@@ -300,7 +319,7 @@ async def _fetch_group(
     return E.NONE, topics
 
 
-async def handle_offset_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     if ctx.version >= 8:
         groups = []
         for g in req["groups"]:
@@ -328,13 +347,13 @@ async def handle_offset_fetch(ctx: Context, req: dict[str, Any]) -> dict[str, An
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 
-async def handle_offset_delete(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_offset_delete(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     group_id = req["group_id"]
     error = _group_check(ctx, group_id, Operation.DELETE)
     if error is not None:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
-    group = await ctx.broker.groups.describe(ctx.principal.tenant_id, group_id)
-    stored = await ctx.broker.groups.fetch_offsets(ctx.principal.tenant_id, group_id)
+    group = await ctx.services.groups.describe(ctx.principal.tenant_id, group_id)
+    stored = await ctx.services.groups.fetch_offsets(ctx.principal.tenant_id, group_id)
     if group is None and not stored:
         return {"error_code": E.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
     subscribed: set[str] = set()
@@ -358,7 +377,7 @@ async def handle_offset_delete(ctx: Context, req: dict[str, Any]) -> dict[str, A
             parts.append({"partition_index": index, "error_code": code or E.NONE})
         topics.append({"name": t["name"], "partitions": parts})
     if doomed:
-        await ctx.broker.groups.delete_offsets(ctx.principal.tenant_id, group_id, doomed)
+        await ctx.services.groups.delete_offsets(ctx.principal.tenant_id, group_id, doomed)
         await audit(
             ctx,
             "group.delete_offsets",
@@ -372,7 +391,7 @@ async def handle_offset_delete(ctx: Context, req: dict[str, Any]) -> dict[str, A
 # --- DescribeGroups / ListGroups / DeleteGroups -------------------------------------------
 
 
-async def handle_describe_groups(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_describe_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     out = []
     for group_id in req["groups"]:
         entry: dict[str, Any] = {
@@ -388,7 +407,7 @@ async def handle_describe_groups(ctx: Context, req: dict[str, Any]) -> dict[str,
         if error is not None:
             entry["error_code"] = error
             continue
-        group = await ctx.broker.groups.describe(ctx.principal.tenant_id, group_id)
+        group = await ctx.services.groups.describe(ctx.principal.tenant_id, group_id)
         if group is None:
             continue  # Kafka describes an unknown group as Dead with no members
         stable = group.state == GroupState.STABLE
@@ -419,11 +438,11 @@ async def handle_describe_groups(ctx: Context, req: dict[str, Any]) -> dict[str,
     return {"throttle_time_ms": 0, "groups": out}
 
 
-async def handle_list_groups(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_list_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     states = {s.lower() for s in req.get("states_filter") or []}
     types = {t.lower() for t in req.get("types_filter") or []}
     groups = []
-    for group_id, protocol_type, state in await ctx.broker.groups.list_groups(
+    for group_id, protocol_type, state in await ctx.services.groups.list_groups(
         ctx.principal.tenant_id
     ):
         if not ctx.may(Operation.DESCRIBE, G, group_id):
@@ -443,7 +462,7 @@ async def handle_list_groups(ctx: Context, req: dict[str, Any]) -> dict[str, Any
     return {"throttle_time_ms": 0, "error_code": E.NONE, "groups": groups}
 
 
-async def handle_delete_groups(ctx: Context, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     results = []
     for group_id in req["groups_names"]:
         error = _group_check(ctx, group_id, Operation.DELETE)
@@ -453,20 +472,34 @@ async def handle_delete_groups(ctx: Context, req: dict[str, Any]) -> dict[str, A
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def _delete_group(ctx: Context, group_id: str) -> ErrorCode:
-    groups = ctx.broker.groups
+async def _delete_group(ctx: RequestContext, group_id: str) -> ErrorCode:
+    groups = ctx.services.groups
     try:
         group = await groups.begin_delete(ctx.principal.tenant_id, group_id)
     except GroupError as exc:
         return exc.code
     deleted = False
     try:
-        deleted = await ctx.broker.call_store(
-            ctx.broker.store.delete_group, ctx.principal, group_id
-        )
+        deleted = await blocking(ctx.services.store.delete_group, ctx.principal, group_id)
     except AdminError as exc:
         return ErrorCode(exc.error_code)
     finally:
         if group is not None:
             groups.finish_delete(group, deleted)
     return E.NONE if deleted else E.GROUP_ID_NOT_FOUND
+
+
+# The APIs this module serves, by their message definitions' keys.
+HANDLERS: dict[int, Handler] = {
+    find_coordinator_api.KEY: handle_find_coordinator,
+    join_group_api.KEY: handle_join_group,
+    sync_group_api.KEY: handle_sync_group,
+    heartbeat_api.KEY: handle_heartbeat,
+    leave_group_api.KEY: handle_leave_group,
+    offset_commit_api.KEY: handle_offset_commit,
+    offset_fetch_api.KEY: handle_offset_fetch,
+    offset_delete_api.KEY: handle_offset_delete,
+    describe_groups_api.KEY: handle_describe_groups,
+    list_groups_api.KEY: handle_list_groups,
+    delete_groups_api.KEY: handle_delete_groups,
+}

@@ -1,0 +1,379 @@
+"""One client connection: framing, SASL, and dispatch to the handlers.
+
+Requests are handled one at a time, in order (Kafka mutes a connection while its request
+is in flight), so responses never reorder and one slow client holds at most one request's
+worth of memory. Frames are capped before allocation: 512 KiB until SASL completes,
+``max_request_bytes`` after. Fetch data is written with ``loop.sendfile`` (os.sendfile on
+plain sockets) straight from segment files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from data_plane.broker.config import BrokerConfig
+from data_plane.broker.handlers import DISPATCH
+from data_plane.broker.handlers.context import CloseConnection, RequestContext, Services
+from data_plane.broker.limits import MemoryPool
+from data_plane.broker.metrics import BrokerMetrics
+from data_plane.broker.ports import MetadataStore
+from data_plane.broker.sasl import MECHANISMS, SaslFailed, SaslSession
+from data_plane.log.segment import FileSlice
+from data_plane.metadata.model import Principal
+from data_plane.protocol.errors import ErrorCode
+from data_plane.protocol.framing import FrameReader
+from data_plane.protocol.messages import api_versions, sasl_authenticate, sasl_handshake
+from data_plane.protocol.requests import (
+    Request,
+    Unsupported,
+    encode_response,
+    parse_request,
+    unsupported_version_response,
+)
+from data_plane.protocol.types import ProtocolError
+
+logger = logging.getLogger("millrace.broker")
+R = TypeVar("R")
+
+PRE_AUTH_MAX_BYTES = 512 * 1024
+# ApiVersions, SaslHandshake, SaslAuthenticate
+PRE_AUTH_APIS = frozenset({api_versions.KEY, sasl_handshake.KEY, sasl_authenticate.KEY})
+
+
+class ConnectionHost(Protocol):
+    """What a connection needs from the broker that accepted it."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def services(self) -> Services: ...
+
+    @property
+    def store(self) -> MetadataStore: ...
+
+    @property
+    def request_memory(self) -> MemoryPool: ...
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+    def auth_failure_delay(self, host: str) -> float: ...
+
+    def admit_tenant(self, tenant_id: int) -> bool: ...
+
+
+async def _in_thread(fn: Callable[..., R], *args: Any) -> R:
+    return await asyncio.to_thread(fn, *args)
+
+
+# File slices up to this size are read and sent with the rest of the response.
+SMALL_SLICE_BYTES = 64 * 1024
+
+
+def _read_slice(chunk: FileSlice) -> bytes:
+    fd = os.open(chunk.path, os.O_RDONLY)
+    try:
+        data = os.pread(fd, chunk.length, chunk.position)
+    finally:
+        os.close(fd)
+    if len(data) != chunk.length:
+        raise OSError(f"{chunk.path}: read {len(data)} of {chunk.length} bytes")
+    return data
+
+
+class Connection:
+    def __init__(
+        self,
+        broker: ConnectionHost,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        tls: bool = False,
+    ) -> None:
+        self.broker = broker
+        self.tls = tls
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.host = peer[0] if peer else ""
+        self.principal: Principal | None = None
+        self.frames = FrameReader(PRE_AUTH_MAX_BYTES)
+        self.sasl: SaslSession | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self._closing = False
+        self._waiting_for_bytes = False
+        self.counted_tenant: int | None = None  # counted against its tenant's limit
+        self._reserved = 0  # bytes of the broker's request pool this connection holds
+        self._opened = time.monotonic()
+        self.authenticated_at = 0.0  # monotonic, when SASL succeeded
+
+    def request_close(self) -> None:
+        """Finish the request in progress, then close (graceful shutdown).
+
+        A connection waiting for its next request is stopped at once; one serving a
+        request closes after answering it.
+        """
+        self._closing = True
+        if self._waiting_for_bytes and self.task is not None:
+            self.task.cancel()
+
+    def abort(self) -> None:
+        self._closing = True
+        self.writer.transport.abort()
+
+    async def run(self) -> None:
+        try:
+            if self.broker.config.allow_anonymous:
+                self.principal = await asyncio.to_thread(self.broker.store.anonymous_principal)
+                if self.principal is not None:
+                    self.frames.max_frame_bytes = self.broker.config.max_request_bytes
+            while not self._closing:
+                frame = self.frames.next_frame()
+                if frame is None:
+                    self._waiting_for_bytes = True
+                    try:
+                        # One deadline for both waits (asyncio.timeout: a timer handle, no
+                        # task per read on this hot path).
+                        async with asyncio.timeout(self._read_timeout()):
+                            # Reserve the whole request before reading its body
+                            # (limits.MemoryPool), then read: large frames (producer
+                            # batches) arrive in as few reads as the transport allows.
+                            pending = self.frames.pending_size
+                            if pending > self._reserved:
+                                self._reserved += await self.broker.request_memory.acquire(
+                                    pending - self._reserved
+                                )
+                            data = await self.reader.read(max(65536, self.frames.missing))
+                    except TimeoutError:
+                        why = (
+                            "not authenticated in time"
+                            if self.principal is None
+                            else "idle for longer than connections.max.idle.ms"
+                        )
+                        logger.info("closing %s: %s", self.host, why)
+                        break
+                    finally:
+                        self._waiting_for_bytes = False
+                    if not data:
+                        break
+                    self.frames.feed(data)
+                    continue
+                keep = await self._serve(frame)
+                if self._reserved:  # answered: the next request reserves its own size
+                    self.broker.request_memory.release(self._reserved)
+                    self._reserved = 0
+                if not keep:
+                    break
+        except ProtocolError as exc:
+            logger.warning("closing %s: malformed request: %s", self.host, exc)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise  # not our graceful close: let the cancellation through
+        finally:
+            if self._reserved:
+                self.broker.request_memory.release(self._reserved)
+                self._reserved = 0
+            with contextlib.suppress(Exception):
+                self.writer.close()
+
+    def _read_timeout(self) -> float | None:
+        """How long the next read may wait: what is left of the authentication deadline
+        before SASL completes, the idle limit after."""
+        config = self.broker.config
+        if self.principal is None and config.auth_timeout_seconds:
+            return max(0.0, self._opened + config.auth_timeout_seconds - time.monotonic())
+        return config.idle_timeout_seconds or None
+
+    async def _serve(self, frame: bytes) -> bool:
+        try:
+            request = parse_request(frame)
+        except ProtocolError:
+            if logger.isEnabledFor(logging.DEBUG) and frame[:2] not in (b"\x00\x11", b"\x00\x24"):
+                # Never for SaslHandshake/SaslAuthenticate, whose frames may carry secrets.
+                logger.debug("malformed frame from %s: %s", self.host, frame[:512].hex())
+            raise
+        except Unsupported as exc:
+            # Answered with UNSUPPORTED_VERSION; before authentication only ApiVersions
+            # keeps the connection open (anything else would close it there anyway).
+            await self._write(unsupported_version_response(exc, ErrorCode.UNSUPPORTED_VERSION))
+            keep = exc.api_key == api_versions.KEY or self.principal is not None
+            if not keep:
+                logger.warning(
+                    "closing %s: unsupported API %s v%s before authentication",
+                    self.host,
+                    exc.api_key,
+                    exc.api_version,
+                )
+            return keep
+        key = request.api.key
+        if self.principal is None and key not in PRE_AUTH_APIS:
+            logger.warning("closing %s: %s before authentication", self.host, request.api.name)
+            return False
+        body: dict[str, Any] | None
+        if key == api_versions.KEY:
+            body = self._api_versions()
+        elif key == sasl_handshake.KEY:
+            body = self._sasl_handshake(request)
+        elif key == sasl_authenticate.KEY:
+            body, ok = await self._sasl_authenticate(request)
+            await self._respond(request, body)
+            return ok
+        else:
+            assert self.principal is not None
+            ctx = RequestContext(
+                self.broker.services,
+                self.principal,
+                self.host,
+                request.version,
+                request.header.client_id or "",
+                self.tls,
+            )
+            handler = DISPATCH[key]
+            started = time.perf_counter()
+            try:
+                body = await handler(ctx, request.body)
+                self.broker.metrics.request_done(request.api.name, started, body)
+            except CloseConnection as exc:
+                logger.info("closing %s: %s", self.host, exc)
+                return False
+            except Exception:
+                # A bug must not take the broker down: log it and drop this connection
+                # (the client reconnects and retries, as after any network error).
+                logger.exception(
+                    "%s v%s failed for %s", request.api.name, request.version, self.host
+                )
+                return False
+            if body is None:  # produce with acks=0: no response at all
+                return True
+        await self._respond(request, body)
+        return True
+
+    async def _respond(self, request: Request, body: dict[str, Any]) -> None:
+        chunks = encode_response(request.api, request.version, request.header.correlation_id, body)
+        throttle = body.get("throttle_time_ms", 0) or 0
+        if throttle:
+            await asyncio.sleep(throttle / 1000)  # Kafka's delayed response under quota
+        await self._write(chunks)
+
+    async def _write(self, chunks: list[Any]) -> None:
+        """Send a response: one write for the bytes and small file slices, sendfile for
+        large slices (a small response costs one send instead of several syscalls)."""
+        loop = asyncio.get_running_loop()
+        pending: list[bytes | bytearray | memoryview] = []
+        for chunk in chunks:
+            if isinstance(chunk, FileSlice):
+                if chunk.length <= SMALL_SLICE_BYTES:
+                    pending.append(_read_slice(chunk))
+                    continue
+                if pending:
+                    self.writer.write(b"".join(pending))
+                    pending = []
+                await self.writer.drain()
+                with open(chunk.path, "rb") as f:
+                    # os.sendfile on plain sockets; asyncio itself falls back to read-and-send
+                    # where that is unavailable (e.g. TLS transports).
+                    await loop.sendfile(self.writer.transport, f, chunk.position, chunk.length)
+            else:
+                pending.append(chunk)
+        if pending:
+            self.writer.write(b"".join(pending))
+        await self.writer.drain()
+
+    def _api_versions(self) -> dict[str, Any]:
+        from data_plane.protocol.requests import supported_api_versions
+
+        return {"error_code": 0, "api_keys": supported_api_versions(), "throttle_time_ms": 0}
+
+    def _sasl_handshake(self, request: Request) -> dict[str, Any]:
+        mechanism = request.body["mechanism"]
+        # The development listener starts every connection as the anonymous principal; a
+        # client (another broker, say) may still sign in, once.
+        if self.principal is not None and not self.principal.is_anonymous:
+            return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": list(MECHANISMS)}
+        if mechanism not in MECHANISMS:
+            return {
+                "error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                "mechanisms": list(MECHANISMS),
+            }
+        self.sasl = SaslSession(
+            mechanism,
+            self.broker.store,
+            _in_thread,
+            fake_secret=self.broker.config.internal_password.encode(),
+            scram_iterations=self.broker.config.scram_iterations,
+        )
+        return {"error_code": ErrorCode.NONE, "mechanisms": list(MECHANISMS)}
+
+    async def _sasl_authenticate(self, request: Request) -> tuple[dict[str, Any], bool]:
+        if self.sasl is None or self.sasl.done:
+            return (
+                {
+                    "error_code": ErrorCode.ILLEGAL_SASL_STATE,
+                    "error_message": "SaslHandshake first",
+                    "auth_bytes": b"",
+                    "session_lifetime_ms": 0,
+                },
+                False,
+            )
+        try:
+            answer = await self.sasl.step(bytes(request.body["auth_bytes"]))
+        except SaslFailed as exc:
+            await asyncio.sleep(self.broker.auth_failure_delay(self.host))  # slows guessing
+            logger.info("SASL authentication failed from %s", self.host)
+            self.broker.metrics.authentication_failures.labels(self.sasl.mechanism).inc()
+            return (
+                {
+                    "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                    "error_message": str(exc),
+                    "auth_bytes": b"",
+                    "session_lifetime_ms": 0,
+                },
+                False,
+            )
+        if self.sasl.done:
+            principal = self.sasl.principal
+            if principal is not None and not principal.internal and not principal.broker:
+                if not self.broker.admit_tenant(principal.tenant_id):
+                    logger.warning(
+                        "refusing a connection of tenant %s from %s: connection limit reached",
+                        principal.tenant_slug,
+                        self.host,
+                    )
+                    return (
+                        {
+                            "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                            "error_message": "this tenant has reached its connection limit",
+                            "auth_bytes": b"",
+                            "session_lifetime_ms": 0,
+                        },
+                        False,
+                    )
+                self.counted_tenant = principal.tenant_id
+            self.principal = principal
+            self.authenticated_at = time.monotonic()
+            if (
+                not principal.internal
+                and principal.key_id is not None
+                and principal.key_id not in self.broker.services.metadata.snapshot.active_keys
+            ):
+                # A key newer than the broker's metadata: read it now, so the ACLs made
+                # with the key apply from its first request (not a refresh later).
+                await self.broker.services.metadata.refresh_metadata()
+            self.frames.max_frame_bytes = self.broker.config.max_request_bytes
+        return (
+            {
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "auth_bytes": answer,
+                "session_lifetime_ms": 0,
+            },
+            True,
+        )

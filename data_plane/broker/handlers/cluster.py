@@ -1,0 +1,126 @@
+"""The cluster: DescribeCluster, DescribeLogDirs."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from data_plane.acl import (
+    CLUSTER_RESOURCE_NAME,
+    Operation,
+    ResourceType,
+)
+from data_plane.broker.handlers.context import (
+    E,
+    Handler,
+    RequestContext,
+    T,
+    authorized_operations,
+)
+from data_plane.log.manager import TopicPartition
+from data_plane.protocol.messages import describe_cluster as describe_cluster_api
+from data_plane.protocol.messages import describe_log_dirs
+from data_plane.protocol.messages import describe_log_dirs as describe_log_dirs_api
+
+logger = logging.getLogger("millrace.broker")
+
+
+async def handle_describe_cluster(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    svc = ctx.services
+    code = E.NONE if ctx.may_cluster(Operation.DESCRIBE) else E.CLUSTER_AUTHORIZATION_FAILED
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": None,
+        "cluster_id": ctx.snapshot.cluster_id,
+        "controller_id": svc.cluster.broker_id,
+        "brokers": [
+            {"broker_id": m["node_id"], "host": m["host"], "port": m["port"], "rack": m["rack"]}
+            for m in svc.cluster.cluster_metadata(ctx.tls)
+        ]
+        if code == E.NONE
+        else [],
+        "cluster_authorized_operations": authorized_operations(
+            ctx,
+            ResourceType.CLUSTER,
+            CLUSTER_RESOURCE_NAME,
+            code == E.NONE and bool(req.get("include_cluster_authorized_operations")),
+        ),
+    }
+
+
+async def handle_describe_log_dirs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    """The sizes of the partition logs this broker holds (as leader or follower).
+
+    Kafka asks for Describe on the cluster; Millrace also keeps to the principal's tenant
+    and to the topics it may describe, so an unknown, another tenant's and an undescribable
+    topic are all simply absent (as partitions this broker holds no log for are). One
+    result: a broker has one data directory.
+    """
+    if not ctx.may_cluster(Operation.DESCRIBE):
+        # v0-2 have no top-level error code: their answer is just the empty result list.
+        return {"throttle_time_ms": 0, "error_code": E.CLUSTER_AUTHORIZATION_FAILED, "results": []}
+    svc = ctx.services
+    requested = req.get("topics")
+    wanted: dict[str, set[int] | None]  # topic name -> partitions (None: all of them)
+    if requested is None:
+        wanted = dict.fromkeys(ctx.snapshot.tenant_topics(ctx.principal.tenant_id))
+    else:
+        asked: dict[str, set[int]] = {}
+        for t in requested:
+            asked.setdefault(t["topic"], set()).update(t["partitions"])
+        wanted = {name: indexes for name, indexes in asked.items()}
+    topics = []
+    for name, indexes in wanted.items():
+        topic = ctx.topic(name)
+        if topic is None or not ctx.may(Operation.DESCRIBE, T, name):
+            continue
+        partitions = []
+        for p in topic.partitions:
+            if indexes is not None and p.index not in indexes:
+                continue
+            log = svc.replicas.logs.get(TopicPartition(topic.topic_id, p.index))
+            if log is None or log.closed:
+                continue  # no replica here: another broker answers for it
+            partitions.append(
+                {
+                    "partition_index": p.index,
+                    "partition_size": log.size_bytes,
+                    # Kafka's lag of a current log: its end behind its high watermark. 0
+                    # here as in Kafka (a follower caps its high watermark at its log end);
+                    # how far a follower trails the leader only the leader knows.
+                    "offset_lag": max(log.high_watermark - log.log_end_offset, 0),
+                    "is_future_key": False,
+                }
+            )
+        if partitions:
+            topics.append({"name": name, "partitions": partitions})
+    # Tenant-relative, never the host's: a logical directory name (not the broker's path)
+    # and the tenant's storage limit and what is left of it on this broker (not the disk's
+    # totals, which would tell a tenant about the machine and the other tenants).
+    tenant = ctx.snapshot.tenants.get(ctx.principal.tenant_id)
+    if tenant is None:
+        total = usable = describe_log_dirs.UNKNOWN_BYTES
+    else:
+        total = tenant.max_storage_bytes
+        usable = max(0, total - svc.tenants.tenant_storage(ctx.principal.tenant_id))
+    return {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "results": [
+            {
+                "error_code": E.NONE,
+                "log_dir": f"/millrace/{ctx.principal.tenant_slug}",
+                "topics": topics,
+                "total_bytes": total,
+                "usable_bytes": usable,
+            }
+        ],
+    }
+
+
+# The APIs this module serves, by their message definitions' keys.
+HANDLERS: dict[int, Handler] = {
+    describe_cluster_api.KEY: handle_describe_cluster,
+    describe_log_dirs_api.KEY: handle_describe_log_dirs,
+}

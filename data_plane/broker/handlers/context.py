@@ -1,0 +1,193 @@
+"""What every handler gets: the request's context and the services it may use.
+
+Handlers see narrow protocols, never the broker process itself: the broker (``server``)
+builds one :class:`Services` at start-up and hands each request a :class:`RequestContext`
+holding it, the principal and where the request came from.
+
+Authorization splits every request's resources into authorized / unauthorized / unknown
+before doing any work, as Kafka's handlers do. Names are always resolved inside the
+principal's tenant, so another tenant's topic is indistinguishable from a missing one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from data_plane import internal_auth
+from data_plane.acl import (
+    CLUSTER_RESOURCE_NAME,
+    VALID_OPERATIONS,
+    Operation,
+    ResourceType,
+    authorize,
+)
+from data_plane.broker.metrics import BrokerMetrics
+from data_plane.broker.ports import MetadataStore
+from data_plane.broker.quotas import ByteRateQuotas
+from data_plane.groups.coordinator import GroupCoordinator
+from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
+from data_plane.protocol.errors import ErrorCode
+from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from data_plane.replication.manager import ReplicaManager
+from data_plane.replication.partition import Partition
+
+logger = logging.getLogger("millrace.broker")
+E = ErrorCode
+T = ResourceType.TOPIC
+R = TypeVar("R")
+
+
+class CloseConnection(Exception):
+    """A handler's answer is to close the connection (logged by the connection with the
+    reason)."""
+
+
+class Metadata(Protocol):
+    """The broker's current view of the cluster, and a way to refresh it now (after a
+    change a handler made, so its next answer shows it)."""
+
+    @property
+    def snapshot(self) -> MetadataSnapshot: ...
+
+    async def refresh_metadata(self) -> None: ...
+
+
+class Cluster(Protocol):
+    """This broker's place in the cluster: its id and the addresses clients should use."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    def broker_metadata(self, tls: bool = False) -> dict[str, Any]: ...
+
+    def cluster_metadata(self, tls: bool = False) -> list[dict[str, Any]]: ...
+
+    def coordinator_for(self, tenant_id: int, group_id: str) -> BrokerInfo | None: ...
+
+
+class TenantLimits(Protocol):
+    """Per-tenant settings and the storage this broker holds for each tenant."""
+
+    def default_partitions(self, tenant_id: int) -> int: ...
+
+    def tenant_rate(self, tenant_id: int, direction: str) -> int: ...
+
+    def tenant_storage(self, tenant_id: int) -> int: ...
+
+    def tenant_over_storage(self, tenant_id: int) -> bool: ...
+
+    def add_storage(self, tenant_id: int, nbytes: int) -> None: ...
+
+
+class ProducerIds(Protocol):
+    async def next_producer_id(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Services:
+    metadata: Metadata
+    cluster: Cluster
+    tenants: TenantLimits
+    producer_ids: ProducerIds
+    store: MetadataStore  # admin changes and audit, through the control plane's services
+    replicas: ReplicaManager
+    groups: GroupCoordinator
+    quotas: ByteRateQuotas
+    metrics: BrokerMetrics
+
+
+async def blocking(fn: Callable[..., R], *args: Any) -> R:
+    """Run a blocking call (the metadata store) on a worker thread."""
+    return await asyncio.to_thread(fn, *args)
+
+
+@dataclass
+class RequestContext:
+    services: Services
+    principal: Principal
+    host: str
+    version: int
+    client_id: str = ""
+    tls: bool = False  # arrived on the TLS listener: answer with its addresses
+
+    @property
+    def snapshot(self) -> MetadataSnapshot:
+        return self.services.metadata.snapshot
+
+    def may(self, op: Operation, rtype: ResourceType, name: str) -> bool:
+        if self.principal.internal:  # never widened by a tenant's ACLs
+            grants = self.principal.grants
+            return (op, rtype) in (internal_auth.ALLOWED if grants is None else grants)
+        return (
+            authorize(
+                self.snapshot.tenant_acls(self.principal.tenant_id),
+                principal=self.principal.name,
+                host=self.host,
+                operation=op,
+                resource_type=rtype,
+                resource_name=name,
+            ).allowed
+            or self.principal.is_anonymous
+        )
+
+    def may_cluster(self, op: Operation) -> bool:
+        return self.may(op, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
+
+    def topic(self, name: str | None) -> TopicInfo | None:
+        if name is None:
+            return None
+        if self.principal.broker:
+            try:
+                return self.snapshot.topic_by_id(uuid.UUID(name))
+            except ValueError:
+                return None
+        return self.snapshot.topic(self.principal.tenant_id, name)
+
+
+def leader_partition(
+    ctx: RequestContext, topic: TopicInfo | None, allowed: bool, index: int
+) -> tuple[Partition | None, int]:
+    """This broker's leadership of one requested partition, or the error to answer with.
+
+    Kafka's order: an unknown topic first (so nothing is revealed to the unauthorized),
+    then authorization, then whether this broker leads the partition.
+    """
+    if topic is None:
+        return None, E.UNKNOWN_TOPIC_OR_PARTITION
+    if not allowed:
+        return None, E.TOPIC_AUTHORIZATION_FAILED
+    return ctx.services.replicas.leader_partition(topic, index)
+
+
+def authorized_operations(ctx: RequestContext, rtype: ResourceType, name: str, wanted: bool) -> int:
+    """KIP-430's bit field of what the caller may do with a resource (bit n: AclOperation
+    n), or Kafka's "not asked" value when the request did not ask for it."""
+    if not wanted:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    bits = 0
+    # The operations an ACL may name for this resource type (ALL is not reported).
+    for op in VALID_OPERATIONS[rtype] - {Operation.ALL}:
+        if ctx.may(op, rtype, name):
+            bits |= 1 << op.kafka_code
+    return bits
+
+
+async def audit(
+    ctx: RequestContext, action: str, object_type: str, object_repr: str, after: dict[str, Any]
+) -> None:
+    """Record a data-plane change in the audit log. The change is made already: a failure
+    to record it is logged, and the request is still answered."""
+    try:
+        await blocking(
+            ctx.services.store.audit, ctx.principal, action, object_type, object_repr, after
+        )
+    except Exception:
+        logger.exception("could not audit %s of %s %s", action, object_type, object_repr)
+
+
+Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]

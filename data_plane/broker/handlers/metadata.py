@@ -1,0 +1,156 @@
+"""Metadata (and the topic auto-creation it may ask for)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from data_plane.acl import (
+    CLUSTER_RESOURCE_NAME,
+    Operation,
+    ResourceType,
+)
+from data_plane.broker.handlers.context import (
+    E,
+    Handler,
+    RequestContext,
+    T,
+    authorized_operations,
+    blocking,
+)
+from data_plane.broker.ports import AdminError
+from data_plane.metadata.model import TopicInfo
+from data_plane.protocol.messages import metadata as metadata_api
+from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from data_plane.topic_config import (
+    InvalidTopicName,
+    validate_topic_name,
+)
+
+logger = logging.getLogger("millrace.broker")
+
+
+async def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    svc = ctx.services
+    requested = req.get("topics")
+    tenant_topics = ctx.snapshot.tenant_topics(ctx.principal.tenant_id)
+    if requested is None:
+        names = sorted(n for n in tenant_topics if ctx.may(Operation.DESCRIBE, T, n))
+        explicit = False
+    else:
+        names = [t["name"] for t in requested if t.get("name") is not None]
+        explicit = True
+    created = False
+    topics = []
+    for name in names:
+        topic = ctx.topic(name)
+        if (
+            topic is None
+            and explicit
+            and req.get("allow_auto_topic_creation", True)
+            and (ctx.may_cluster(Operation.CREATE) or ctx.may(Operation.CREATE, T, name))
+        ):
+            code = await _auto_create(ctx, name)
+            created = created or code == E.LEADER_NOT_AVAILABLE
+            topics.append(_topic_error(name, code))
+            continue
+        if topic is None:
+            topics.append(_topic_error(name, E.UNKNOWN_TOPIC_OR_PARTITION))
+        elif not ctx.may(Operation.DESCRIBE, T, name):
+            topics.append(_topic_error(name, E.TOPIC_AUTHORIZATION_FAILED))
+        else:
+            topics.append(_topic_metadata(topic))
+            topics[-1]["topic_authorized_operations"] = authorized_operations(
+                ctx, T, name, bool(req.get("include_topic_authorized_operations"))
+            )
+    if created:
+        await svc.metadata.refresh_metadata()
+    return {
+        "throttle_time_ms": 0,
+        "brokers": svc.cluster.cluster_metadata(ctx.tls),
+        "cluster_id": ctx.snapshot.cluster_id,
+        "controller_id": svc.cluster.broker_id,
+        "topics": topics,
+        "cluster_authorized_operations": authorized_operations(
+            ctx,
+            ResourceType.CLUSTER,
+            CLUSTER_RESOURCE_NAME,
+            bool(req.get("include_cluster_authorized_operations")),
+        ),
+    }
+
+
+async def _auto_create(ctx: RequestContext, name: str) -> int:
+    """Create ``name`` for a Metadata request; the error code to answer for it.
+
+    LEADER_NOT_AVAILABLE (retriable) once created or when another request just created it;
+    INVALID_TOPIC_EXCEPTION for a name Kafka would refuse, as Kafka answers (a retriable
+    code would make producers retry until they time out); otherwise the refusal's code."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicName as exc:
+        logger.info("not auto-creating topic %r for %s: %s", name[:300], ctx.host, exc)
+        return E.INVALID_TOPIC_EXCEPTION
+    try:
+        await blocking(
+            ctx.services.store.create_topic,
+            ctx.principal,
+            name,
+            ctx.services.tenants.default_partitions(ctx.principal.tenant_id),
+            None,
+            {},
+            False,
+        )
+    except AdminError as exc:
+        if exc.error_code == E.TOPIC_ALREADY_EXISTS:
+            return E.LEADER_NOT_AVAILABLE
+        logger.info("auto-creating topic %r for %s refused: %s", name, ctx.host, exc.message)
+        return exc.error_code
+    return E.LEADER_NOT_AVAILABLE
+
+
+def _topic_error(name: str, code: int) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "partitions": [], "is_internal": False}
+
+
+def _topic_metadata(topic: TopicInfo) -> dict[str, Any]:
+    partitions = []
+    for p in topic.partitions:
+        if p.leader is None:
+            partitions.append(
+                {
+                    "error_code": E.LEADER_NOT_AVAILABLE,
+                    "partition_index": p.index,
+                    "leader_id": -1,
+                    "leader_epoch": -1,
+                    "replica_nodes": [],
+                    "isr_nodes": [],
+                    "offline_replicas": [],
+                }
+            )
+            continue
+        partitions.append(
+            {
+                "error_code": E.NONE,
+                "partition_index": p.index,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+                "offline_replicas": [],
+            }
+        )
+    return {
+        "error_code": E.NONE,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": False,
+        "partitions": partitions,
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+# The APIs this module serves, by their message definitions' keys.
+HANDLERS: dict[int, Handler] = {
+    metadata_api.KEY: handle_metadata,
+}

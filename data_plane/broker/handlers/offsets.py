@@ -1,0 +1,150 @@
+"""Partition offsets: OffsetForLeaderEpoch, ListOffsets, DeleteRecords."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from data_plane.acl import (
+    Operation,
+)
+from data_plane.broker.handlers.context import (
+    E,
+    Handler,
+    RequestContext,
+    T,
+    audit,
+    leader_partition,
+)
+from data_plane.log.partition import OffsetOutOfRange
+from data_plane.protocol.messages import delete_records as delete_records_api
+from data_plane.protocol.messages import list_offsets as list_offsets_api
+from data_plane.protocol.messages import offset_for_leader_epoch as offset_for_leader_epoch_api
+from data_plane.replication.manager import epoch_error
+
+logger = logging.getLogger("millrace.broker")
+
+
+async def handle_offset_for_leader_epoch(
+    ctx: RequestContext, req: dict[str, Any]
+) -> dict[str, Any]:
+    """Where an epoch ends in the leader's log: (the largest epoch <= it, its end offset)."""
+    topics = []
+    for t in req["topics"]:
+        topic = ctx.topic(t["topic"])
+        allowed = topic is not None and ctx.may(Operation.DESCRIBE, T, t["topic"])
+        partitions = []
+        for p in t["partitions"]:
+            entry = {
+                "error_code": E.NONE,
+                "partition": p["partition"],
+                "leader_epoch": -1,
+                "end_offset": -1,
+            }
+            partitions.append(entry)
+            partition, code = leader_partition(ctx, topic, allowed, p["partition"])
+            if partition is not None and topic is not None:
+                code = epoch_error(topic, p["partition"], p["current_leader_epoch"])
+            if partition is None or code != E.NONE:
+                entry["error_code"] = code
+                continue
+            log = partition.log
+            epoch, end = log.leader_epochs.end_offset_for(p["leader_epoch"], log.log_end_offset)
+            entry.update(leader_epoch=epoch, end_offset=end)
+        topics.append({"topic": t["topic"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+# --- ListOffsets ------------------------------------------------------------------------------
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if req.get("replica_id", -1) >= 0:
+        code = E.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        code = None
+    topics = []
+    for t in req["topics"]:
+        topic = ctx.topic(t["name"])
+        allowed = topic is not None and ctx.may(Operation.DESCRIBE, T, t["name"])
+        partitions = []
+        for p in t["partitions"]:
+            entry = {
+                "partition_index": p["partition_index"],
+                "error_code": E.NONE,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            partitions.append(entry)
+            if code is not None:
+                entry["error_code"] = code
+            else:
+                partition, err = leader_partition(ctx, topic, allowed, p["partition_index"])
+                if partition is None:
+                    entry["error_code"] = err
+                    continue
+                log = partition.log
+                ts = p["timestamp"]
+                if ts == LATEST:
+                    entry["offset"] = log.high_watermark
+                elif ts == EARLIEST:
+                    entry["offset"] = log.log_start_offset
+                elif ts == MAX_TIMESTAMP:
+                    found = log.offset_for_timestamp(0)
+                    entry["offset"] = found.offset if found else -1
+                else:
+                    found = log.offset_for_timestamp(ts)
+                    if found is not None and found.offset < log.high_watermark:
+                        entry["offset"], entry["timestamp"] = found.offset, found.timestamp
+        topics.append({"name": t["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def handle_delete_records(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    topics = []
+    for t in req["topics"]:
+        topic = ctx.topic(t["name"])
+        allowed = topic is not None and ctx.may(Operation.DELETE, T, t["name"])
+        partitions = []
+        for p in t["partitions"]:
+            entry = {
+                "partition_index": p["partition_index"],
+                "low_watermark": -1,
+                "error_code": E.NONE,
+            }
+            partitions.append(entry)
+            partition, code = leader_partition(ctx, topic, allowed, p["partition_index"])
+            if partition is None:
+                entry["error_code"] = code
+                continue
+            log = partition.log
+            # Only -1 means "up to the high watermark" (Kafka's HIGH_WATERMARK); any other
+            # negative offset is out of range, as in Kafka.
+            if p["offset"] < -1:
+                entry["error_code"] = E.OFFSET_OUT_OF_RANGE
+                continue
+            offset = p["offset"] if p["offset"] >= 0 else log.high_watermark
+            try:
+                entry["low_watermark"] = log.delete_records_before(offset)
+            except OffsetOutOfRange:
+                entry["error_code"] = E.OFFSET_OUT_OF_RANGE
+        topics.append({"name": t["name"], "partitions": partitions})
+        deleted = {
+            str(p["partition_index"]): p["low_watermark"]
+            for p in partitions
+            if p["error_code"] == E.NONE
+        }
+        if deleted:
+            await audit(ctx, "records.delete", "topic", t["name"], {"low_watermarks": deleted})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+# The APIs this module serves, by their message definitions' keys.
+HANDLERS: dict[int, Handler] = {
+    offset_for_leader_epoch_api.KEY: handle_offset_for_leader_epoch,
+    list_offsets_api.KEY: handle_list_offsets,
+    delete_records_api.KEY: handle_delete_records,
+}

@@ -1,0 +1,174 @@
+"""Produce and InitProducerId.
+
+The produce handler authorizes and splits the request by partition, hands the batches to
+the replica manager (``append_records``: the partition leader appends, and with acks=all
+waits for the ISR) and turns the results into the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from data_plane.acl import Operation
+from data_plane.broker.handlers.context import CloseConnection, E, Handler, RequestContext, T
+from data_plane.metadata.model import TopicInfo
+from data_plane.protocol.messages import init_producer_id as init_producer_id_api
+from data_plane.protocol.messages import produce
+from data_plane.protocol.messages import produce as produce_api
+
+logger = logging.getLogger("millrace.broker")
+
+_unserved_logged: set[tuple[str, str, int]] = set()  # (host, client id, version), bounded
+
+
+def _unserved_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    """Produce v0-2: advertised as Kafka 4 does, answered UNSUPPORTED_VERSION everywhere."""
+    seen = (ctx.host, ctx.client_id, ctx.version)
+    if seen not in _unserved_logged:
+        if len(_unserved_logged) >= 1024:
+            _unserved_logged.clear()
+        _unserved_logged.add(seen)
+        logger.info(
+            "client %r at %s sent Produce v%s (message format v0/v1); Produce v%s-%s is "
+            "served: answered UNSUPPORTED_VERSION",
+            ctx.client_id,
+            ctx.host,
+            ctx.version,
+            produce.SERVED_FROM,
+            produce.VALID[1],
+        )
+    if req["acks"] == 0:
+        # No response exists for acks=0; closing is how Kafka tells such a producer.
+        raise CloseConnection(f"Produce v{ctx.version} with acks=0 is not served")
+    return {
+        "responses": [
+            {
+                "name": t["name"],
+                "partition_responses": [
+                    {
+                        "index": p["index"],
+                        "error_code": E.UNSUPPORTED_VERSION,
+                        "base_offset": -1,
+                        "log_append_time_ms": -1,
+                    }
+                    for p in t["partition_data"]
+                ],
+            }
+            for t in req["topic_data"]
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | None:
+    if ctx.version < produce.SERVED_FROM:
+        return _unserved_produce(ctx, req)
+    svc = ctx.services
+    tenant_id = ctx.principal.tenant_id
+    acks = req["acks"]
+    results = []
+    total_bytes = 0
+    # The partitions that passed the checks, each with its response entry.
+    appends: list[tuple[TopicInfo, int, Any]] = []
+    entries: list[dict[str, Any]] = []
+    for t in req["topic_data"]:
+        partitions = []
+        topic = ctx.topic(t["name"])
+        allowed = topic is not None and ctx.may(Operation.WRITE, T, t["name"])
+        for p in t["partition_data"]:
+            records = p["records"]
+            total_bytes += len(records) if records is not None else 0
+            code: int = E.NONE
+            message = None
+            if acks not in (-1, 0, 1):
+                code = E.INVALID_REQUIRED_ACKS
+            elif topic is None:
+                code = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif not allowed:
+                code = E.TOPIC_AUTHORIZATION_FAILED
+            elif records is None:
+                code = E.CORRUPT_MESSAGE
+            elif svc.tenants.tenant_over_storage(tenant_id):
+                code, message = E.POLICY_VIOLATION, "tenant storage limit reached"
+            entry = {
+                "index": p["index"],
+                "error_code": code,
+                "base_offset": -1,
+                "log_append_time_ms": -1,
+                "log_start_offset": -1,
+                "record_errors": [],
+                "error_message": message,
+            }
+            partitions.append(entry)
+            if code == E.NONE and topic is not None:
+                appends.append((topic, p["index"], records))
+                entries.append(entry)
+        results.append({"name": t["name"], "partition_responses": partitions})
+    if appends:
+        appended = await svc.replicas.append_records(appends, acks, req["timeout_ms"])
+        for entry, (topic, _, records), result in zip(entries, appends, appended, strict=True):
+            info = result.info
+            entry["error_code"] = result.error
+            entry["error_message"] = result.message
+            entry["log_start_offset"] = result.log_start_offset
+            entry["record_errors"] = [
+                {"batch_index": index, "batch_index_error_message": message}
+                for index, message in result.record_errors
+            ]
+            if info is not None:
+                entry["base_offset"] = info.first_offset
+                entry["log_append_time_ms"] = info.log_append_time
+                svc.tenants.add_storage(tenant_id, len(records))
+                if not info.duplicate:
+                    svc.metrics.produced(
+                        ctx.principal.tenant_slug, topic.name, len(records), info.records
+                    )
+    throttle = svc.quotas.record(
+        tenant_id, "produce", total_bytes, svc.tenants.tenant_rate(tenant_id, "produce")
+    )
+    if throttle:
+        svc.metrics.throttled(ctx.principal.tenant_slug, "produce", throttle)
+    if acks == 0:
+        if throttle:
+            await asyncio.sleep(throttle / 1000)
+        return None
+    return {"responses": results, "throttle_time_ms": throttle}
+
+
+async def handle_init_producer_id(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    """An id and epoch for an idempotent producer (transactions are not supported yet)."""
+    if req.get("transactional_id") is not None:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    tenant_topics = ctx.snapshot.tenant_topics(ctx.principal.tenant_id)
+    # KIP-679: IdempotentWrite on the cluster, or Write on any topic, allows it.
+    allowed = (
+        ctx.may_cluster(Operation.IDEMPOTENT_WRITE)
+        or any(ctx.may(Operation.WRITE, T, name) for name in tenant_topics)
+        or ctx.may(Operation.WRITE, T, "*")
+    )
+    if not allowed:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    # Without a transactional id, Kafka ignores the producer id and epoch a client sends
+    # (KIP-360's bump is for transactional producers) and hands out a new id: an id is
+    # never bumped for someone who may not own it, and the client starts afresh with it.
+    new_id = await ctx.services.producer_ids.next_producer_id()
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "producer_id": new_id, "producer_epoch": 0}
+
+
+# The APIs this module serves, by their message definitions' keys.
+HANDLERS: dict[int, Handler] = {
+    produce_api.KEY: handle_produce,
+    init_producer_id_api.KEY: handle_init_producer_id,
+}

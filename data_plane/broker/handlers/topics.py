@@ -1,0 +1,184 @@
+"""Topic admin: CreateTopics, DeleteTopics, CreatePartitions."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from data_plane.acl import (
+    Operation,
+)
+from data_plane.broker.handlers.context import (
+    E,
+    Handler,
+    RequestContext,
+    T,
+    blocking,
+)
+from data_plane.broker.ports import AdminError
+from data_plane.metadata.model import TopicInfo
+from data_plane.protocol.messages import create_partitions as create_partitions_api
+from data_plane.protocol.messages import create_topics as create_topics_api
+from data_plane.protocol.messages import delete_topics as delete_topics_api
+
+logger = logging.getLogger("millrace.broker")
+
+# CreateTopics/CreatePartitions with replica assignments, from a tenant: the service places
+# replicas (racks apart, evenly); operators place them with their own principal
+# (internal_auth.operator_username) or move them with the REST reassignment API.
+MANAGED_PLACEMENT = (
+    "replica placement is managed by Millrace: omit the replica assignments (only an "
+    "operator places replicas by hand, or moves them with POST /api/v1/cluster/reassignments/)"
+)
+
+
+def _tenant_topic_by_id(ctx: RequestContext, topic_id: uuid.UUID) -> TopicInfo | None:
+    topic = ctx.snapshot.topic_by_id(topic_id)
+    return topic if topic is not None and topic.tenant_id == ctx.principal.tenant_id else None
+
+
+def _assignment_refusal(ctx: RequestContext, topic: dict[str, Any]) -> tuple[int, str] | None:
+    """Why a CreateTopics entry's replica assignments cannot be served, or None.
+
+    Only an operator places replicas; as in Kafka, the assignments replace the partition
+    count and replication factor (giving both is an invalid request) and must name
+    partitions 0, 1, 2, ... once each."""
+    if not ctx.principal.operator:
+        return E.POLICY_VIOLATION, MANAGED_PLACEMENT
+    if topic["num_partitions"] != -1 or topic["replication_factor"] != -1:
+        return E.INVALID_REQUEST, (
+            "give either replica assignments or num_partitions and replication_factor "
+            "(-1 when assignments are given), not both"
+        )
+    indexes = sorted(a["partition_index"] for a in topic["assignments"])
+    if indexes != list(range(len(indexes))):
+        return E.INVALID_REPLICA_ASSIGNMENT, (
+            f"assigned partitions must be 0 to {len(indexes) - 1}, each once; got {indexes}"
+        )
+    return None
+
+
+async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    svc = ctx.services
+    results = []
+    for t in req["topics"]:
+        name = t["name"]
+        entry: dict[str, Any] = {
+            "name": name,
+            "error_code": E.NONE,
+            "error_message": None,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": None,
+        }
+        results.append(entry)
+        if not (ctx.may_cluster(Operation.CREATE) or ctx.may(Operation.CREATE, T, name)):
+            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            continue
+        assignment = None
+        if t.get("assignments"):
+            refusal = _assignment_refusal(ctx, t)
+            if refusal is not None:
+                entry["error_code"], entry["error_message"] = refusal
+                continue
+            ordered = sorted(t["assignments"], key=lambda a: a["partition_index"])
+            assignment = [a["broker_ids"] for a in ordered]
+        partitions = (
+            t["num_partitions"]
+            if t["num_partitions"] > 0
+            else svc.tenants.default_partitions(ctx.principal.tenant_id)
+        )
+        rf = t["replication_factor"] if t["replication_factor"] > 0 else None
+        if assignment is not None:
+            partitions, rf = len(assignment), len(assignment[0])
+        configs = {c["name"]: c["value"] for c in t.get("configs", [])}
+        try:
+            await blocking(
+                svc.store.create_topic,
+                ctx.principal,
+                name,
+                partitions,
+                rf,
+                configs,
+                req.get("validate_only", False),
+                assignment,
+            )
+            entry["num_partitions"] = partitions
+            entry["replication_factor"] = rf or 1
+        except AdminError as exc:
+            entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+    await svc.metadata.refresh_metadata()
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    svc = ctx.services
+    names = list(req.get("topic_names") or [])
+    for t in req.get("topics") or []:
+        if t.get("name"):
+            names.append(t["name"])
+        elif t.get("topic_id"):
+            found = _tenant_topic_by_id(ctx, t["topic_id"])
+            names.append(found.name if found else "")
+    results = []
+    for name in names:
+        topic = ctx.topic(name)
+        entry: dict[str, Any] = {
+            "name": name,
+            "topic_id": topic.topic_id if topic else None,
+            "error_code": E.NONE,
+            "error_message": None,
+        }
+        results.append(entry)
+        if topic is None:
+            entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+        elif not ctx.may(Operation.DELETE, T, name):
+            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+        else:
+            try:
+                await blocking(svc.store.delete_topic, ctx.principal, name)
+            except AdminError as exc:
+                entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+    await svc.metadata.refresh_metadata()
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    svc = ctx.services
+    results = []
+    for t in req["topics"]:
+        name = t["name"]
+        entry: dict[str, Any] = {"name": name, "error_code": E.NONE, "error_message": None}
+        results.append(entry)
+        if ctx.topic(name) is None:
+            entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+        elif not ctx.may(Operation.ALTER, T, name):
+            entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+        elif t.get("assignments") and not ctx.principal.operator:
+            entry["error_code"], entry["error_message"] = E.POLICY_VIOLATION, MANAGED_PLACEMENT
+        else:
+            assignment = (
+                [a["broker_ids"] for a in t["assignments"]] if t.get("assignments") else None
+            )
+            try:
+                await blocking(
+                    svc.store.create_partitions,
+                    ctx.principal,
+                    name,
+                    t["count"],
+                    req.get("validate_only", False),
+                    assignment,
+                )
+            except AdminError as exc:
+                entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+    await svc.metadata.refresh_metadata()
+    return {"throttle_time_ms": 0, "results": results}
+
+
+# The APIs this module serves, by their message definitions' keys.
+HANDLERS: dict[int, Handler] = {
+    create_topics_api.KEY: handle_create_topics,
+    delete_topics_api.KEY: handle_delete_topics,
+    create_partitions_api.KEY: handle_create_partitions,
+}

@@ -1,0 +1,1 @@
+"""What brokers know about the cluster: immutable metadata snapshots and principals (no Django)."""
