@@ -10,6 +10,7 @@ import pytest
 
 from data_plane.protocol import bodies
 from data_plane.protocol.messages import APIS
+from data_plane.protocol.requests import parse_request
 from data_plane.protocol.schema import Array, Field, Message, Struct, in_range
 from data_plane.protocol.typegen import main as typegen_main
 
@@ -86,3 +87,17 @@ def test_decoded_bodies_have_the_generated_types(message: Message, version: int)
     sample = _sample(message.fields, version)
     decoded = message.decode(message.encode(sample, version), version)
     _conforms(decoded, kind, f"{message.name} {message.kind} v{version}")
+
+
+def test_a_request_body_is_the_parsed_dict_under_its_type():
+    from kafka.protocol.metadata import MetadataRequest
+
+    request = MetadataRequest(version=4, topics=[], allow_auto_topic_creation=False)
+    request.with_header(correlation_id=1, client_id="t")
+    parsed = parse_request(request.encode(version=4, header=True))
+    body = parsed.body_as(bodies.MetadataRequest)
+    assert body is parsed.body
+    assert body["allow_auto_topic_creation"] is False
+    assert "include_topic_authorized_operations" not in body  # v8+: absent, not defaulted
+    with pytest.raises(AssertionError):
+        parsed.body_as(bodies.ProduceRequest)
