@@ -11,8 +11,7 @@ time. (No ``from __future__ import annotations`` here: it would hide ``NotRequir
 import uuid
 from typing import NotRequired, TypedDict
 
-from data_plane.log.segment import FileSlice
-from data_plane.protocol.types import Buffer
+from data_plane.protocol.types import Buffer, ExternalRecords
 
 
 class ProduceRequestPartitionData(TypedDict):
@@ -153,7 +152,7 @@ class FetchResponsePartitions(TypedDict, total=False):
     snapshot_id: FetchResponseSnapshotId  # v12+, tagged
     aborted_transactions: list[FetchResponseAbortedTransactions] | None
     preferred_read_replica: int  # v11+, default -1
-    records: Buffer | FileSlice | None
+    records: Buffer | ExternalRecords | None
 
 
 class FetchResponseResponses(TypedDict, total=False):

@@ -32,8 +32,8 @@ What the types promise, and why (they describe what the code does, not Kafka's s
 * ``None`` is allowed where the schema says *nullable* in some version. (The encoder also
   turns ``None`` into the default for a non-nullable field; the types do not offer that.)
 * Bytes are ``Buffer`` (the decoder yields memoryviews, the encoder takes any buffer);
-  response records may also be a :class:`~data_plane.log.segment.FileSlice`, which the
-  server sends with sendfile.
+  response records may also be :class:`~data_plane.protocol.types.ExternalRecords` (the
+  broker's file slices, sent with sendfile; structural, so the codec needs no log import).
 * Fields that exist in no served version (declared for a later version) are left out:
   neither side reads or writes them.
 """
@@ -80,8 +80,7 @@ time. (No ``from __future__ import annotations`` here: it would hide ``NotRequir
 import uuid
 from typing import NotRequired, TypedDict
 
-from data_plane.log.segment import FileSlice
-from data_plane.protocol.types import Buffer
+from data_plane.protocol.types import Buffer, ExternalRecords
 '''
 
 _SCALARS: dict[int, str] = {
@@ -229,7 +228,7 @@ def _scalar(f: Field, is_request: bool) -> str:
     t = f.type.element if isinstance(f.type, Array) else f.type
     if t is RECORDS:
         # Decoded records are a memoryview; a response may carry a file slice for sendfile.
-        return "Buffer" if is_request else "Buffer | FileSlice"
+        return "Buffer" if is_request else "Buffer | ExternalRecords"
     found = _SCALARS.get(id(t))
     assert found is not None, f"no Python type for {t!r} (field {f.name})"
     return found
