@@ -23,7 +23,9 @@ class FakeBroker:
         self.error = error
         self.asked: list[dict[str, Any]] = []
 
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    def request(
+        self, api_key: int, version: int, body: dict[str, Any], answer: object = None
+    ) -> dict[str, Any]:
         if self.sizes is None:
             raise KafkaClientError("down", ErrorCode.NETWORK_EXCEPTION)
         assert (api_key, version) == (DESCRIBE_LOG_DIRS, 4)
@@ -56,7 +58,9 @@ LEADERS = {0: 1, 1: 2, 2: 1, 3: 2}  # partition -> leader
 class Bootstrap:
     """Answers Metadata: brokers 1-3, topic ``T`` with the ``LEADERS``."""
 
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    def request(
+        self, api_key: int, version: int, body: dict[str, Any], answer: object = None
+    ) -> dict[str, Any]:
         assert api_key == METADATA
         return metadata(body)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from data_plane.client.connection import Connection, KafkaClientError
+from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
 from data_plane.records.batch import (
     BATCH_HEADER_SIZE,
@@ -148,20 +149,18 @@ class ClusterClient:
     def _metadata(self, names: list[str] | None) -> list[str]:
         """Metadata for ``names`` (None: every topic the principal may describe); returns
         the topics it found."""
-        answer = self._any_connection().request(
-            METADATA,
-            9,
-            {
-                "topics": None if names is None else [{"name": n} for n in names],
-                "allow_auto_topic_creation": False,
-                "include_cluster_authorized_operations": False,
-                "include_topic_authorized_operations": False,
-            },
-        )
+        request: bodies.MetadataRequest = {
+            "topics": None if names is None else [{"name": n} for n in names],
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        }
+        answer = self._any_connection().request(METADATA, 9, request, bodies.MetadataResponse)
         self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in answer["brokers"]}
         found = []
         for topic in answer["topics"]:
             name = topic["name"]
+            assert name is not None  # null only in v12+, where topics may be named by id
             self._topic_errors[name] = topic["error_code"]
             self._partitions[name] = len(topic["partitions"])
             for p in topic["partitions"]:
@@ -241,7 +240,7 @@ class ClusterClient:
         if names == []:
             return {}
         found = self._metadata(names)
-        request: dict[str, Any] = {"topics": None}
+        request: bodies.DescribeLogDirsRequest = {"topics": None}
         if names is not None:
             request["topics"] = [
                 {"topic": n, "partitions": list(range(self._partitions[n]))} for n in found
@@ -250,7 +249,9 @@ class ClusterClient:
         last: KafkaClientError | None = None
         for broker_id, address in sorted(self._brokers.items()):
             try:
-                answer = self._connection(address).request(DESCRIBE_LOG_DIRS, 4, request)
+                answer = self._connection(address).request(
+                    DESCRIBE_LOG_DIRS, 4, request, bodies.DescribeLogDirsResponse
+                )
             except KafkaClientError as exc:
                 broken = self._connections.pop(address, None)
                 if broken is not None:
@@ -300,7 +301,7 @@ class ClusterClient:
         """
 
         def ask(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            topics: dict[str, list[dict[str, int]]] = {}
+            topics: dict[str, list[bodies.ListOffsetsRequestPartitions]] = {}
             for topic, index in tps:
                 topics.setdefault(topic, []).append(
                     {
@@ -309,15 +310,12 @@ class ClusterClient:
                         "timestamp": queries[(topic, index)],
                     }
                 )
-            answer = conn.request(
-                LIST_OFFSETS,
-                7,
-                {
-                    "replica_id": -1,
-                    "isolation_level": 0,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                },
-            )
+            request: bodies.ListOffsetsRequest = {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            }
+            answer = conn.request(LIST_OFFSETS, 7, request, bodies.ListOffsetsResponse)
             return {
                 (t["name"], p["partition_index"]): OffsetAnswer(
                     p["offset"], p["timestamp"], p["error_code"]
@@ -382,7 +380,7 @@ class ClusterClient:
         def ask(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
             answer = self._fetch_raw(conn, {tp: offset}, max_bytes, max_wait_ms)
             p = answer["responses"][0]["partitions"][0]
-            records = bytes(p["records"] or b"") if p["error_code"] == ErrorCode.NONE else b""
+            records = _records(p) if p["error_code"] == ErrorCode.NONE else b""
             return {
                 tp: FetchAnswer(
                     records, p["log_start_offset"], p["high_watermark"], p["error_code"]
@@ -400,8 +398,8 @@ class ClusterClient:
         positions: Mapping[TopicPartition, int],
         max_bytes: int,
         max_wait_ms: int = 0,
-    ) -> dict[str, Any]:
-        topics: dict[str, list[dict[str, int]]] = {}
+    ) -> bodies.FetchResponse:
+        topics: dict[str, list[bodies.FetchRequestPartitions]] = {}
         for (topic, index), offset in positions.items():
             topics.setdefault(topic, []).append(
                 {
@@ -413,22 +411,19 @@ class ClusterClient:
                     "partition_max_bytes": max_bytes,
                 }
             )
-        answer = conn.request(
-            FETCH,
-            12,
-            {
-                "replica_id": -1,
-                "max_wait_ms": max_wait_ms,
-                "min_bytes": 1 if max_wait_ms else 0,
-                "max_bytes": max_bytes * max(1, len(positions)),
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            },
-        )
+        request: bodies.FetchRequest = {
+            "replica_id": -1,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": 1 if max_wait_ms else 0,
+            "max_bytes": max_bytes * max(1, len(positions)),
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        answer = conn.request(FETCH, 12, request, bodies.FetchResponse)
         if answer["error_code"] != ErrorCode.NONE:
             raise KafkaClientError(f"fetch from {conn.address} failed", answer["error_code"])
         return answer
@@ -443,11 +438,20 @@ class ClusterClient:
                 tp = (t["topic"], p["partition_index"])
                 stamp = None
                 if p["error_code"] == ErrorCode.NONE and p["records"]:
-                    stamp = first_timestamp(bytes(p["records"]), positions[tp])
+                    stamp = first_timestamp(_records(p), positions[tp])
                 out[tp] = PositionAnswer(
                     stamp, p["log_start_offset"], p["high_watermark"], p["error_code"]
                 )
         return out
+
+
+def _records(p: bodies.FetchResponsePartitions) -> bytes:
+    """A decoded partition's records as bytes (None, no records, is b"")."""
+    records = p["records"]
+    # The type allows a file slice because the broker answers with them; a decoded answer
+    # holds a memoryview.
+    assert records is None or isinstance(records, bytes | bytearray | memoryview)
+    return bytes(records or b"")
 
 
 def first_timestamp(records: bytes, offset: int) -> int | None:

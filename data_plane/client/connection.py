@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar, overload
 
 import scramp  # type: ignore[import-untyped]
 
+from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
 from data_plane.protocol.headers import (
     read_response_header,
@@ -25,6 +27,8 @@ from data_plane.protocol.types import ProtocolError
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 MAX_RESPONSE_BYTES = 256 * 2**20
+
+R = TypeVar("R")
 
 
 class KafkaClientError(Exception):
@@ -55,8 +59,31 @@ class Connection:
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._correlation = 0
 
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    @overload
+    def request(self, api_key: int, version: int, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    @overload
+    def request(
+        self, api_key: int, version: int, body: Mapping[str, Any], answer: type[R]
+    ) -> R: ...
+
+    def request(
+        self,
+        api_key: int,
+        version: int,
+        body: Mapping[str, Any],
+        answer: type[Any] | None = None,
+    ) -> Any:
+        """Send ``body`` and wait for the answer. With ``answer`` (the API's response type in
+        :mod:`~data_plane.protocol.bodies`) the result is typed as it; it is the same dict.
+
+        Type ``body`` as the request's TypedDict to have its keys checked too::
+
+            body: bodies.MetadataRequest = {"topics": None}
+            answer = conn.request(METADATA, 9, body, bodies.MetadataResponse)
+        """
         api = APIS[api_key]
+        assert answer is None or answer.__name__ == f"{api.name}Response", answer
         self._correlation += 1
         header = write_request_header(
             api_key,
@@ -84,7 +111,7 @@ class Connection:
             )
             if correlation != self._correlation:
                 raise ProtocolError(f"correlation id {correlation}, expected {self._correlation}")
-            result: dict[str, Any] = api.response.decode(data[pos:], version)
+            result = api.response.decode(data[pos:], version)
         except ProtocolError as exc:
             self.close()
             raise KafkaClientError(
@@ -94,7 +121,8 @@ class Connection:
 
     def authenticate(self, mechanism: str, username: str, password: str) -> None:
         """SASL over SaslHandshake v1 + SaslAuthenticate v2 (SCRAM-SHA-* or PLAIN)."""
-        shake = self.request(SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        hello: bodies.SaslHandshakeRequest = {"mechanism": mechanism}
+        shake = self.request(SASL_HANDSHAKE, 1, hello, bodies.SaslHandshakeResponse)
         if shake["error_code"] != ErrorCode.NONE:
             raise AuthenticationFailed(
                 f"broker {self.address} refused SASL {mechanism}: "
@@ -115,7 +143,8 @@ class Connection:
             raise AuthenticationFailed(f"SCRAM with {self.address} failed: {exc}") from None
 
     def _sasl(self, token: bytes) -> bytes:
-        answer = self.request(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+        body: bodies.SaslAuthenticateRequest = {"auth_bytes": token}
+        answer = self.request(SASL_AUTHENTICATE, 2, body, bodies.SaslAuthenticateResponse)
         if answer["error_code"] != ErrorCode.NONE:
             self.close()
             raise AuthenticationFailed(

@@ -8,8 +8,9 @@ we do not know can still learn ours.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from data_plane.protocol.framing import size_prefix
 from data_plane.protocol.headers import (
@@ -25,6 +26,8 @@ from data_plane.protocol.messages import APIS, Api
 from data_plane.protocol.schema import in_range
 from data_plane.protocol.types import Buffer
 
+B = TypeVar("B")
+
 
 @dataclass(frozen=True)
 class Request:
@@ -35,6 +38,14 @@ class Request:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    def body_as(self, kind: type[B]) -> B:
+        """The body, typed as ``kind``: its API's TypedDict in :mod:`.bodies`, e.g.
+        ``request.body_as(bodies.ProduceRequest)``. The same dict, not a copy or a check
+        of its contents; only the type's name is checked against the API (with asserts on).
+        """
+        assert kind.__name__ == f"{self.api.name}Request", f"{kind} for {self.api.name}"
+        return cast(B, self.body)
 
 
 class Unsupported(Exception):
@@ -58,7 +69,9 @@ def parse_request(frame: Buffer) -> Request:
     return Request(header, api, body)
 
 
-def encode_response(api: Api, version: int, correlation_id: int, body: dict[str, Any]) -> list[Any]:
+def encode_response(
+    api: Api, version: int, correlation_id: int, body: Mapping[str, Any]
+) -> list[Any]:
     """Size-prefixed response: ``[prefix+header+bytes, (file slice, bytes)...]``."""
     flexible = api.response.is_flexible(version)
     header = write_response_header(correlation_id, response_header_version(api.key, flexible))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from data_plane.records.varint import (
     VarintError,
@@ -26,6 +26,15 @@ from data_plane.records.varint import (
 )
 
 Buffer = bytes | bytearray | memoryview
+
+
+@runtime_checkable
+class ExternalRecords(Protocol):
+    """A records value the encoder does not copy but sends as its own chunk: the broker's
+    file slices (``data_plane.log.segment.FileSlice``), written with sendfile. Only its
+    length goes into the message."""
+
+    def __len__(self) -> int: ...
 
 
 class ProtocolError(ValueError):
