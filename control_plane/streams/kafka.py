@@ -12,6 +12,10 @@ superuser on this path.
   pooled per key (:class:`ReaderPool`).
 * WebSocket streams run their own aiokafka clients on the ASGI server's loop
   (``control_plane.streams.consumers``); they use :func:`client_options` too.
+
+This is the one module that reaches into aiokafka's private APIs
+(:func:`wait_for_topic`, :func:`choose_partition`); everything else uses aiokafka's
+public API, so an aiokafka upgrade that moves them breaks here and nowhere else.
 """
 
 from __future__ import annotations
@@ -116,6 +120,30 @@ def spoils_sequence(exc: BaseException) -> bool:
     bumps its epoch here; aiokafka does not, so such a producer is replaced by a new one
     (a new producer id, sequences from 0)."""
     return isinstance(exc, KafkaError) and not exc.retriable
+
+
+# --- aiokafka's private APIs (only here) -----------------------------------------------------
+
+
+async def wait_for_topic(producer: AIOKafkaProducer, topic: str) -> None:
+    """Wait until ``producer`` knows ``topic``'s partitions (fetching its metadata).
+
+    aiokafka does this inside ``send``; the batch API (``create_batch``/``send_batch``)
+    needs it done first, and only the private ``_wait_on_metadata`` does it."""
+    await producer.client._wait_on_metadata(topic)
+
+
+def choose_partition(
+    producer: AIOKafkaProducer,
+    topic: str,
+    partition: int | None,
+    key: bytes | None,
+    value: bytes | None,
+) -> int:
+    """The partition ``send`` would give a record: ``partition`` when set, else the
+    producer's partitioner (murmur2 of the key, as Kafka clients). Private aiokafka API;
+    call :func:`wait_for_topic` first."""
+    return int(producer._partition(topic, partition, None, None, key, value))
 
 
 # --- the gateway loop ------------------------------------------------------------------------
