@@ -1,7 +1,7 @@
 """Access pages: service accounts, their API keys, ACLs, and an ACL checker.
 
 Every change goes through ``control_plane.access.services`` as the REST API does, and each
-view requires the Need of the matching REST action (the viewsets' ``needs`` tables).
+view requires the Need of the matching REST action (``control_plane.access.policy``).
 
 An API key's secret exists only in the response to the POST that created it: it is rendered
 directly into that page (``Cache-Control: no-store``), never stored, logged, flashed, or put
@@ -24,12 +24,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from control_plane.access import presets
+from control_plane.access import policy, presets
 from control_plane.access import services as access_services
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.access.presets import PRESETS
 from control_plane.api.filters import AclFilter, ApiKeyFilter
-from control_plane.api.views import AclViewSet, ApiKeyViewSet, ServiceAccountViewSet
 from control_plane.core.errors import InvalidInput, ServiceError
 from data_plane.acl import (
     CLUSTER_RESOURCE_NAME,
@@ -46,9 +45,9 @@ from data_plane.acl import (
 from frontend.console import Page, form_errors, member_view
 from frontend.snippets import client_snippets
 
-SA_NEEDS = ServiceAccountViewSet.needs
-KEY_NEEDS = ApiKeyViewSet.needs
-ACL_NEEDS = AclViewSet.needs
+SA_NEEDS = policy.SERVICE_ACCOUNT_NEEDS
+KEY_NEEDS = policy.API_KEY_NEEDS
+ACL_NEEDS = policy.ACL_NEEDS
 
 # timedelta and datetime overflow not far past this; a century is longer than any key needs.
 KEY_DAYS_MAX = 36_500

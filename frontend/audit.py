@@ -1,8 +1,9 @@
 """The audit log: the tenant's events, newest first, filtered and paged by keyset.
 
-Admins only, as ``AuditEventViewSet``. The filters are the API's (``action``,
-``object_type``, ``actor``, ``since``/``until``) plus "resource name contains"; they live
-in the query string, so a filtered page is a plain GET URL that htmx swaps in place.
+Admins only, as the API's audit endpoint (``policy.AUDIT_NEEDS``). The filters are the
+API's (``action``, ``object_type``, ``actor``, ``since``/``until``) plus "resource name
+contains"; they live in the query string, so a filtered page is a plain GET URL that htmx
+swaps in place.
 
 Pages are keyed on ``(created_at, id)`` of the last row shown (``?before=<id>``): new
 events arriving at the top do not shift the older pages, as offsets would. Snapshots
@@ -20,13 +21,13 @@ from django.db.models import Q, QuerySet
 from django.http import HttpResponse
 from django.urls import reverse
 
-from control_plane.api.views import AuditEventViewSet
+from control_plane.access import policy
 from control_plane.audit.models import AuditEvent
 from control_plane.core.errors import InvalidInput, ServiceError
 from frontend.console import Page, form_errors, member_view
 from frontend.units import utc_time
 
-NEEDS = AuditEventViewSet.needs
+NEEDS = policy.AUDIT_NEEDS
 PAGE_SIZE = 50
 FILTERS = ("action", "object_type", "actor", "name", "since", "until")
 _MISSING = object()

@@ -30,16 +30,8 @@ from django.views.decorators.http import require_POST
 
 from control_plane.catalog.models import Topic
 from control_plane.core.errors import InvalidInput, ServiceError, Unavailable
-from control_plane.streams import codec
-from control_plane.streams.kafka import (
-    Delegation,
-    bootstrap_servers,
-    error_info,
-    gateway,
-    kafka_error,
-    readers,
-)
-from control_plane.streams.views import produce_records
+from control_plane.streams import codec, services
+from control_plane.streams.kafka import Delegation, error_info, kafka_error, readers
 from control_plane.tenancy.models import Role
 from data_plane.client import KafkaClientError
 from frontend.console import Page, form_errors, member_view
@@ -276,11 +268,7 @@ def topic_produce(page: Page, name: str) -> HttpResponse:
         )
         if record.size > settings.MILLRACE_REST_MAX_BODY_BYTES:
             raise InvalidInput("the record is too large for a test record", field="value")
-        delegation = who(page)
-        bootstrap = bootstrap_servers()
-        [result] = gateway.run(
-            lambda: produce_records(delegation, bootstrap, topic.name, [record], "all"), 30.0
-        )
+        [result] = services.produce(who(page), topic.name, [record], "all", timeout=30.0)
     except ServiceError as exc:
         problem = form_errors(exc)
     except Exception as exc:  # noqa: BLE001 - a Kafka client failure, told to the member

@@ -2,8 +2,8 @@
 
 A console page belongs to one tenant (``/t/<slug>/...``). A tenant the user is not a member
 of does not exist for them (404, as in the REST API). Actions name the REST API's own
-``Need`` (the viewsets' ``needs`` tables), so the console can never allow what the API
-refuses; the template gets ``may`` to hide what the role cannot do.
+``Need`` (the tables of ``control_plane.access.policy``), so the console can never allow
+what the API refuses; the template gets ``may`` to hide what the role cannot do.
 
 Views that htmx calls return a partial template when the request comes from htmx
 (``HX-Request``), and the whole page otherwise, so every URL also works without script.
@@ -23,7 +23,7 @@ from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from control_plane.api.access import Need
+from control_plane.access.policy import Need
 from control_plane.core.actor import Actor
 from control_plane.core.errors import ServiceError
 from control_plane.core.http import client_ip

@@ -18,7 +18,7 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from control_plane.api.views import ConsumerGroupViewSet
+from control_plane.access import policy
 from control_plane.core.errors import InvalidInput, ServiceError
 from control_plane.groups import lag as group_lag
 from control_plane.groups import services as group_services
@@ -26,7 +26,7 @@ from control_plane.groups.models import ConsumerGroup, LagSample
 from frontend.console import Page, form_errors, member_view
 from frontend.units import epoch_ms, whole_number
 
-NEEDS = ConsumerGroupViewSet.needs
+NEEDS = policy.GROUP_NEEDS
 HISTORY_HOURS = (1, 6, 24)
 
 

@@ -15,13 +15,13 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods, require_POST
 
-from control_plane.api.views import MembershipViewSet
+from control_plane.access import policy
 from control_plane.core.errors import InvalidInput, ServiceError
 from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Membership, Role
 from frontend.console import Page, form_errors, member_view
 
-NEEDS = MembershipViewSet.needs
+NEEDS = policy.MEMBERSHIP_NEEDS
 
 
 def _membership(page: Page, pk: int) -> Membership:

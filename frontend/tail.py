@@ -40,13 +40,9 @@ from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.utils.crypto import constant_time_compare
 
 from control_plane.core.request_context import bind_tenant, bind_user
-from control_plane.streams.consumers import (
-    CLOSE_NOT_FOUND,
-    CLOSE_UNAUTHENTICATED,
-    FrameError,
-    StreamConsumer,
-)
+from control_plane.streams.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, StreamConsumer
 from control_plane.streams.kafka import Delegation
+from control_plane.streams.session import FrameError
 from control_plane.tenancy.models import Membership, Role
 from data_plane.acl import Operation, ResourceType
 from data_plane.records.filter import RecordFilter

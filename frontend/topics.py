@@ -17,7 +17,7 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from control_plane.api.views import TopicViewSet
+from control_plane.access import policy
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog import usage
 from control_plane.catalog.models import Topic
@@ -28,7 +28,7 @@ from frontend.console import Page, form_errors, member_view
 from frontend.snippets import client_snippets
 from frontend.units import DURATION_UNITS, duration_ms, whole_number
 
-NEEDS = TopicViewSet.needs
+NEEDS = policy.TOPIC_NEEDS
 
 # What a broker's error for one partition means to someone looking at the table.
 PARTITION_ERRORS = {

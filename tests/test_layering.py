@@ -1,4 +1,5 @@
-"""data_plane's pure modules import no Django, Celery, Channels, DRF or control_plane."""
+"""Who may import whom: data_plane's pure modules import no Django, Celery, Channels, DRF or
+control_plane; the console does not reach into the REST API's views."""
 
 from __future__ import annotations
 
@@ -37,3 +38,19 @@ def test_there_are_pure_modules_to_check():
 def test_pure_module_imports(path):
     bad = {m for m in imported_modules(path) if m.split(".")[0] in FORBIDDEN}
     assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_the_console_reads_role_tables_from_the_access_app_not_the_api_views():
+    frontend = sorted((ROOT / "frontend").rglob("*.py"))
+    assert frontend
+    bad = set()
+    for path in frontend:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            if any(n.startswith("control_plane.api.views") for n in names):
+                bad.add(str(path.relative_to(ROOT)))
+    assert not bad, f"{sorted(bad)} import control_plane.api.views"

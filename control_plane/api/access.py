@@ -1,6 +1,7 @@
 """Who is calling, inside which tenant, and what they may do there.
 
-Resolved once per request by :class:`~control_plane.api.base.TenantScopedViewSet`:
+Resolved once per request by :class:`~control_plane.api.base.TenantScopedViewSet`, which
+checks each action's :class:`~control_plane.access.policy.Need`:
 
 * a **user** acts with their membership role (viewer < developer < admin < owner);
 * an **API key** acts as its service account, allowed exactly what the tenant's ACLs
@@ -18,25 +19,13 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 
 from control_plane.access.models import ApiKey
+from control_plane.access.policy import Need
 from control_plane.access.services import authorize_key, tenant_bindings
 from control_plane.core.actor import Actor
 from control_plane.core.http import client_ip
 from control_plane.core.request_context import bind_tenant, bind_user
 from control_plane.tenancy.models import Membership, Role, Tenant
 from data_plane.acl import CLUSTER_RESOURCE_NAME, AclBinding, Operation, ResourceType
-
-
-@dataclass(frozen=True)
-class Need:
-    """What one API action requires: a minimum role for users, an ACL operation for keys.
-
-    ``role=None`` closes the action to users, ``operation=None`` to API keys. For
-    ``ResourceType.TOPIC`` the view supplies the topic name (URL, body, or per row).
-    """
-
-    role: str | None
-    operation: Operation | None
-    resource_type: ResourceType = ResourceType.CLUSTER
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The base viewset that scopes every query to the caller's tenant, once.
 
-Subclasses declare ``needs`` (action -> :class:`Need`) and ``tenant_field`` (the lookup
-from their model to its tenant). An action without an entry in ``needs`` is refused:
-deny by default.
+Subclasses declare ``needs`` (action -> :class:`Need`, the tables of
+:mod:`control_plane.access.policy`) and ``tenant_field`` (the lookup from their model to
+its tenant). An action without an entry in ``needs`` is refused: deny by default.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from django.db.models import QuerySet
 from rest_framework import exceptions, viewsets
 from rest_framework.request import Request
 
-from control_plane.api.access import Access, Need, resolve_access
+from control_plane.access.policy import Need
+from control_plane.api.access import Access, resolve_access
 from data_plane.acl import ResourceType
 
 

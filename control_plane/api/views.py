@@ -15,11 +15,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from control_plane.access import presets
+from control_plane.access import policy, presets
 from control_plane.access import services as access_services
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.api import serializers as s
-from control_plane.api.access import Need, request_actor
+from control_plane.api.access import request_actor
 from control_plane.api.authentication import Throttled
 from control_plane.api.base import TenantScopedViewSet
 from control_plane.api.filters import (
@@ -43,7 +43,6 @@ from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Membership, Role, Tenant
 from data_plane.acl import CLUSTER_RESOURCE_NAME, Operation, ResourceType
 
-VIEWER, DEVELOPER, ADMIN = Role.VIEWER, Role.DEVELOPER, Role.ADMIN
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP
 LAG_HISTORY_LIMIT = 50_000
@@ -157,13 +156,7 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     queryset = Membership.objects.select_related("user")
     serializer_class = s.MembershipSerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
-    needs = {
-        "list": Need(VIEWER, None),
-        "retrieve": Need(VIEWER, None),
-        "create": Need(ADMIN, None),
-        "partial_update": Need(ADMIN, None),
-        "destroy": Need(ADMIN, None),
-    }
+    needs = policy.MEMBERSHIP_NEEDS
 
     def create(self, request: Request, tenant_slug: str) -> Response:
         serializer = s.MembershipCreateSerializer(data=request.data)
@@ -218,16 +211,7 @@ class TopicViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScope
     lookup_value_regex = r"[^/]+"
     filterset_class = TopicFilter
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
-    needs = {
-        "list": Need(VIEWER, Operation.DESCRIBE, TOPIC),
-        "retrieve": Need(VIEWER, Operation.DESCRIBE, TOPIC),
-        "create": Need(DEVELOPER, Operation.CREATE, TOPIC),
-        "destroy": Need(DEVELOPER, Operation.DELETE, TOPIC),
-        "configs": Need(VIEWER, Operation.DESCRIBE_CONFIGS, TOPIC),
-        "alter_configs": Need(DEVELOPER, Operation.ALTER_CONFIGS, TOPIC),
-        "partitions": Need(VIEWER, Operation.DESCRIBE, TOPIC),
-        "add_partitions": Need(DEVELOPER, Operation.ALTER, TOPIC),
-    }
+    needs = policy.TOPIC_NEEDS
 
     def filter_queryset(self, queryset: Any) -> Any:
         queryset = super().filter_queryset(queryset)
@@ -336,13 +320,7 @@ class ConsumerGroupViewSet(TenantScopedViewSet):
     lookup_value_regex = r"[^/]+"
     filterset_class = ConsumerGroupFilter
     http_method_names = ["get", "post", "delete", "head", "options"]
-    needs = {
-        "list": Need(VIEWER, Operation.DESCRIBE, GROUP),
-        "retrieve": Need(VIEWER, Operation.DESCRIBE, GROUP),
-        "lag_history": Need(VIEWER, Operation.DESCRIBE, GROUP),
-        "reset_offsets": Need(DEVELOPER, Operation.READ, GROUP),
-        "destroy": Need(DEVELOPER, Operation.DELETE, GROUP),
-    }
+    needs = policy.GROUP_NEEDS
 
     def _visible_topic(self, topic: str) -> bool:
         return self.access.api_key is None or self.access.key_may(Operation.DESCRIBE, TOPIC, topic)
@@ -430,17 +408,6 @@ class ConsumerGroupViewSet(TenantScopedViewSet):
 
 # --- service accounts and API keys ----------------------------------------------------------
 
-CLUSTER_READ = Need(VIEWER, Operation.DESCRIBE)
-CLUSTER_WRITE = Need(ADMIN, Operation.ALTER)
-# Keys and ACLs: read with Describe on the cluster, create/delete with Alter (as Kafka's
-# DescribeAcls / CreateAcls / DeleteAcls do).
-CLUSTER_OBJECT_NEEDS = {
-    "list": CLUSTER_READ,
-    "retrieve": CLUSTER_READ,
-    "create": CLUSTER_WRITE,
-    "destroy": CLUSTER_WRITE,
-}
-
 
 @tenant_scoped
 @extend_schema_view(
@@ -462,13 +429,7 @@ class ServiceAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Te
     lookup_field = "name"
     lookup_value_regex = r"[^/]+"
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
-    needs = {
-        "list": CLUSTER_READ,
-        "retrieve": CLUSTER_READ,
-        "create": CLUSTER_WRITE,
-        "partial_update": CLUSTER_WRITE,
-        "destroy": CLUSTER_WRITE,
-    }
+    needs = policy.SERVICE_ACCOUNT_NEEDS
 
     def create(self, request: Request, tenant_slug: str) -> Response:
         serializer = s.ServiceAccountCreateSerializer(data=request.data)
@@ -519,7 +480,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScop
     lookup_field = "key_id"
     filterset_class = ApiKeyFilter
     http_method_names = ["get", "post", "delete", "head", "options"]
-    needs = CLUSTER_OBJECT_NEEDS
+    needs = policy.API_KEY_NEEDS
 
     def create(self, request: Request, tenant_slug: str) -> Response:
         serializer = s.ApiKeyCreateSerializer(data=request.data)
@@ -564,7 +525,7 @@ class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
     serializer_class = s.AclSerializer
     filterset_class = AclFilter
     http_method_names = ["get", "post", "delete", "head", "options"]
-    needs = CLUSTER_OBJECT_NEEDS
+    needs = policy.ACL_NEEDS
 
     def create(self, request: Request, tenant_slug: str) -> Response:
         serializer = s.AclCreateSerializer(data=request.data)
@@ -590,10 +551,7 @@ class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     queryset = AuditEvent.objects.all()
     serializer_class = s.AuditEventSerializer
     filterset_class = AuditEventFilter
-    needs = {
-        "list": Need(ADMIN, Operation.DESCRIBE),
-        "retrieve": Need(ADMIN, Operation.DESCRIBE),
-    }
+    needs = policy.AUDIT_NEEDS
 
 
 # --- session auth ---------------------------------------------------------------------------

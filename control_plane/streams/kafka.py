@@ -11,7 +11,12 @@ superuser on this path.
 * **Reads from an offset** use the project's blocking client in the request's thread,
   pooled per key (:class:`ReaderPool`).
 * WebSocket streams run their own aiokafka clients on the ASGI server's loop
-  (``control_plane.streams.consumers``); they use :func:`client_options` too.
+  (``control_plane.streams.consumers``), made by :func:`stream_consumer` and
+  :func:`stream_producer`.
+
+This is the one module that reaches into aiokafka's private APIs
+(:func:`wait_for_topic`, :func:`choose_partition`); everything else uses aiokafka's
+public API, so an aiokafka upgrade that moves them breaks here and nowhere else.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
@@ -116,6 +121,102 @@ def spoils_sequence(exc: BaseException) -> bool:
     bumps its epoch here; aiokafka does not, so such a producer is replaced by a new one
     (a new producer id, sequences from 0)."""
     return isinstance(exc, KafkaError) and not exc.retriable
+
+
+# --- WebSocket streams' clients ---------------------------------------------------------------
+
+
+def stream_consumer(
+    who: Delegation, bootstrap: list[str], *, group: str | None, start: str
+) -> AIOKafkaConsumer:
+    """A (not yet started) consumer for one WebSocket stream.
+
+    In ``group`` it is a member like any Kafka client's, starting at ``start`` (earliest
+    or latest) where the group has no committed offset; without a group, the stream
+    assigns its partitions (:func:`assign_positions`). It never commits by itself: the
+    stream commits what its session decides."""
+    options = client_options(who, bootstrap)
+    common: dict[str, Any] = {
+        "enable_auto_commit": False,
+        "fetch_max_bytes": 4 * 2**20,
+        "max_partition_fetch_bytes": 2**20,
+    }
+    if group:
+        return AIOKafkaConsumer(
+            **options,
+            **common,
+            group_id=group,
+            partition_assignment_strategy=ASSIGNORS,
+            auto_offset_reset=start,
+            session_timeout_ms=10_000,
+            heartbeat_interval_ms=1_000,
+        )
+    return AIOKafkaConsumer(**options, **common, auto_offset_reset="latest")
+
+
+async def assign_positions(
+    consumer: AIOKafkaConsumer, positions: list[tuple[str, int, dict[str, Any]]]
+) -> None:
+    """Assign ``consumer`` the partitions of ``positions`` (topic, partition, where) and
+    seek each to where: ``{"offset"}``, ``{"timestamp"}`` (the end when every record is
+    older) or ``{"position"}`` (earliest, latest, or ``{"timestamp"}``)."""
+    tps = [TopicPartition(t, p) for t, p, _ in positions]
+    consumer.assign(tps)
+    by_time: dict[TopicPartition, int] = {}
+    for (_, _, where), tp in zip(positions, tps, strict=True):
+        if "offset" in where:
+            consumer.seek(tp, int(where["offset"]))
+        elif "timestamp" in where:
+            by_time[tp] = int(where["timestamp"])
+        else:
+            position = where["position"]
+            if isinstance(position, dict):
+                by_time[tp] = int(position["timestamp"])
+            elif position == "earliest":
+                await consumer.seek_to_beginning(tp)
+            else:
+                await consumer.seek_to_end(tp)
+    if by_time:
+        found = await consumer.offsets_for_times(by_time)
+        for tp, answer in found.items():
+            if answer is None:
+                await consumer.seek_to_end(tp)
+            else:
+                consumer.seek(tp, answer.offset)
+
+
+def stream_producer(who: Delegation, bootstrap: list[str]) -> AIOKafkaProducer:
+    """A (not yet started) idempotent producer (acks=all) for one WebSocket stream."""
+    return AIOKafkaProducer(
+        **client_options(who, bootstrap),
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=1,
+    )
+
+
+# --- aiokafka's private APIs (only here) -----------------------------------------------------
+
+
+async def wait_for_topic(producer: AIOKafkaProducer, topic: str) -> None:
+    """Wait until ``producer`` knows ``topic``'s partitions (fetching its metadata).
+
+    aiokafka does this inside ``send``; the batch API (``create_batch``/``send_batch``)
+    needs it done first, and only the private ``_wait_on_metadata`` does it."""
+    await producer.client._wait_on_metadata(topic)
+
+
+def choose_partition(
+    producer: AIOKafkaProducer,
+    topic: str,
+    partition: int | None,
+    key: bytes | None,
+    value: bytes | None,
+) -> int:
+    """The partition ``send`` would give a record: ``partition`` when set, else the
+    producer's partitioner (murmur2 of the key, as Kafka clients). Private aiokafka API;
+    call :func:`wait_for_topic` first."""
+    return int(producer._partition(topic, partition, None, None, key, value))
 
 
 # --- the gateway loop ------------------------------------------------------------------------

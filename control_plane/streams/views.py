@@ -8,14 +8,10 @@ says is validated before anything is produced: a rejected batch produces nothing
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
+from django.db import connection
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers as drf
@@ -24,31 +20,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from control_plane.api.access import Access, Need, resolve_access
+from control_plane.access.policy import Need
+from control_plane.api.access import Access, resolve_access
 from control_plane.catalog.models import Topic
-from control_plane.core.errors import Conflict, InvalidInput, NotFound, ServiceError, Unavailable
-from control_plane.streams import codec
-from control_plane.streams.kafka import (
-    ACKS,
-    ConsumerInstance,
-    Delegation,
-    bootstrap_servers,
-    error_info,
-    gateway,
-    kafka_error,
-    readers,
-    spoils_sequence,
-)
-from control_plane.streams.models import ProduceReceipt
+from control_plane.core.errors import InvalidInput, NotFound, ServiceError
+from control_plane.streams import codec, services
+from control_plane.streams.kafka import ACKS, Delegation
+from control_plane.streams.services import TIMESTAMP_TYPES
 from data_plane.acl import Operation, ResourceType
-from data_plane.client import EARLIEST, LATEST, KafkaClientError
-from data_plane.records.batch import TimestampType
 
 TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
-TIMESTAMP_TYPES = {
-    TimestampType.CREATE_TIME: "create_time",
-    TimestampType.LOG_APPEND_TIME: "log_append_time",
-}
 
 
 class PayloadTooLarge(ServiceError):
@@ -105,20 +86,6 @@ def release_database() -> None:
     """
     if not connection.in_atomic_block:
         connection.close()
-
-
-def _render(topic: str, partition: int, record: Any, ts_type: Any, formats: dict[str, str]) -> Any:
-    return codec.render_record(
-        topic=topic,
-        partition=partition,
-        offset=record.offset,
-        timestamp=record.timestamp,
-        timestamp_type=ts_type,
-        key=record.key,
-        value=record.value,
-        headers=[(h.key, h.value) for h in record.headers],
-        **formats,
-    )
 
 
 # --- produce ---------------------------------------------------------------------------------
@@ -208,92 +175,6 @@ def parse_produce_body(body: Any, topic: Topic) -> tuple[list[codec.OutRecord], 
     return records, acks
 
 
-async def produce_records(
-    who: Delegation, bootstrap: list[str], topic: str, records: list[codec.OutRecord], acks: str
-) -> list[dict[str, Any]]:
-    """Send every record, then wait for every acknowledgement; one result per record.
-
-    Records are grouped into batches per partition here (aiokafka's batch API) rather than
-    sent one by one: a request of 500 records costs a few batches, not 500 sends. A record
-    without a partition gets the one aiokafka's default partitioner picks (murmur2 of the
-    key, as Kafka clients; unkeyed records spread).
-    """
-    try:
-        # A producer that cannot start (the brokers refuse the key's idempotent writes, or
-        # do not answer) fails every record the same way, as a metadata failure does.
-        producer = await gateway.producer(who, acks, bootstrap)
-    except Exception as exc:  # noqa: BLE001 - every record fails the same way
-        return [{"error": error_info(exc)} for _ in records]
-    # Stamped here, as a Kafka client stamps at send time.
-    now_ms = int(time.time() * 1000)
-    stamps = [now_ms if r.timestamp_ms is None else r.timestamp_ms for r in records]
-    results: list[dict[str, Any] | None] = [None] * len(records)
-    try:
-        await producer.client._wait_on_metadata(topic)
-    except Exception as exc:  # noqa: BLE001 - every record fails the same way
-        return [{"error": error_info(exc)} for _ in records]
-    # (partition, batch, [(record index, offset within the batch)]) in send order.
-    open_batches: dict[int, tuple[Any, list[tuple[int, int]]]] = {}
-    full: list[tuple[int, Any, list[tuple[int, int]]]] = []
-    for i, (r, stamp) in enumerate(zip(records, stamps, strict=True)):
-        partition = producer._partition(topic, r.partition, None, None, r.key, r.value)
-        entry = open_batches.get(partition)
-        for _ in range(2):
-            if entry is None:
-                entry = open_batches[partition] = (producer.create_batch(), [])
-            meta = entry[0].append(key=r.key, value=r.value, timestamp=stamp, headers=r.headers)
-            if meta is not None:
-                entry[1].append((i, meta.offset))
-                break
-            full.append((partition, *open_batches.pop(partition)))
-            entry = None
-        else:
-            results[i] = {
-                "error": {
-                    "code": "record_too_large",
-                    "retriable": False,
-                    "message": "the record does not fit in a request",
-                }
-            }
-    full += [(p, batch, members) for p, (batch, members) in open_batches.items()]
-    sent = []
-    spoiled: tuple[BaseException, int] | None = None  # (error, partition)
-    for partition, batch, members in full:
-        try:
-            sent.append(
-                (await producer.send_batch(batch, topic, partition=partition), partition, members)
-            )
-        except Exception as exc:  # noqa: BLE001 - reported for these records
-            for i, _ in members:
-                results[i] = {"error": error_info(exc)}
-    for future, partition, members in sent:
-        try:
-            meta = await future
-        except Exception as exc:  # noqa: BLE001 - reported for these records
-            for i, _ in members:
-                results[i] = {"error": error_info(exc)}
-            if acks == "all" and spoils_sequence(exc):
-                spoiled = spoiled or (exc, partition)
-            continue
-        for i, relative in members:
-            if meta is None:  # acks=0: sent, and nothing more is known
-                results[i] = {"partition": None, "offset": None, "timestamp": stamps[i]}
-                continue
-            results[i] = {
-                "partition": meta.partition,
-                "offset": meta.offset + relative if acks != "0" else None,
-                # LogAppendTime topics: the broker's time for the batch.
-                "timestamp": meta.timestamp if meta.timestamp_type == 1 else stamps[i],
-            }
-    if spoiled is not None:
-        # A refused batch left the pooled idempotent producer's sequence numbers ahead of
-        # the broker's: replace it, or every later request to the partition would fail.
-        gateway.retire_producer(who, acks, producer, spoiled[0], topic=topic, partition=spoiled[1])
-    return [
-        r if r is not None else {"error": error_info(RuntimeError("not sent"))} for r in results
-    ]
-
-
 class ProduceView(DataView):
     @extend_schema(
         operation_id="produce_records",
@@ -326,67 +207,23 @@ class ProduceView(DataView):
         records, acks = parse_produce_body(request.data, topic)
         idempotency_key = request.headers.get("Idempotency-Key")
         if idempotency_key is None:
-            data, code = self._produce(topic.name, records, acks)
-            return Response(data, status=code)
-        return self._idempotent(request, idempotency_key, topic.name, records, acks)
-
-    def _produce(
-        self, topic: str, records: list[codec.OutRecord], acks: str
-    ) -> tuple[dict[str, Any], int]:
-        bootstrap = bootstrap_servers()
-        timeout = 30.0 + len(records) / 1000
-        results = gateway.run(
-            lambda: produce_records(self.who, bootstrap, topic, records, acks), timeout
-        )
-        failed = sum(1 for r in results if "error" in r)
-        body = {"topic": topic, "acks": acks, "failed": failed, "results": results}
-        return body, status.HTTP_207_MULTI_STATUS if failed else status.HTTP_200_OK
-
-    def _idempotent(
-        self,
-        request: Request,
-        idempotency_key: str,
-        topic: str,
-        records: list[codec.OutRecord],
-        acks: str,
-    ) -> Response:
-        if not 1 <= len(idempotency_key) <= 255:
-            raise InvalidInput("Idempotency-Key must be 1 to 255 characters")
-        assert self.access.api_key is not None
-        digest = hashlib.sha256(
-            json.dumps([topic, request.data], sort_keys=True).encode()
-        ).hexdigest()
-        scope = {
-            "tenant": self.access.tenant,
-            "service_account": self.access.api_key.service_account,
-            "idempotency_key": idempotency_key,
-        }
-        ttl = timezone.now() - timezone.timedelta(hours=settings.MILLRACE_IDEMPOTENCY_HOURS)
-        ProduceReceipt.objects.filter(**scope, created_at__lt=ttl).delete()
-        try:
-            with transaction.atomic():
-                receipt = ProduceReceipt.objects.create(**scope, request_hash=digest)
-        except IntegrityError:
-            earlier = ProduceReceipt.objects.filter(**scope).first()
-            if earlier is None:  # it expired between the two statements
-                raise Conflict("a request with this Idempotency-Key is in progress") from None
-            if earlier.request_hash != digest:
-                raise InvalidInput(
-                    "this Idempotency-Key was used for a different request; use a new key"
-                ) from None
-            if earlier.response is None:
-                raise Conflict("a request with this Idempotency-Key is in progress") from None
-            replay = Response(earlier.response, status=earlier.status_code)
-            replay["Idempotent-Replayed"] = "true"
-            return replay
-        try:
-            data, code = self._produce(topic, records, acks)
-        except BaseException:
-            # Nothing is known to be produced: let the client's retry run it again.
-            receipt.delete()
-            raise
-        ProduceReceipt.objects.filter(pk=receipt.pk).update(response=data, status_code=code)
-        return Response(data, status=code)
+            answer = services.produce_answer(self.who, topic.name, records, acks)
+        else:
+            assert self.access.api_key is not None
+            answer = services.produce_idempotently(
+                self.who,
+                tenant=self.access.tenant,
+                service_account=self.access.api_key.service_account,
+                idempotency_key=idempotency_key,
+                request=request.data,
+                topic=topic.name,
+                records=records,
+                acks=acks,
+            )
+        response = Response(answer.body, status=answer.status_code)
+        if answer.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
 
 
 # --- reading a partition ---------------------------------------------------------------------
@@ -492,63 +329,22 @@ class PartitionRecordsView(DataView):
         query.is_valid(raise_exception=True)
         q = query.validated_data
         formats = {k: q[k] for k in ("key_format", "value_format", "header_format")}
-        tp = (topic.name, partition)
-        wait_ms = q["wait_ms"]
-        if wait_ms:
+        if q["wait_ms"]:
             release_database()
-        try:
-            with readers.client(self.who, timeout=10.0 + wait_ms / 1000) as client:
-                offset = self._start(client, tp, q)
-                answer = client.read(
-                    tp,
-                    offset,
-                    max_records=q["max_records"],
-                    max_bytes=q["max_bytes"],
-                    max_wait_ms=wait_ms,
-                )
-        except KafkaClientError as exc:
-            raise Unavailable(f"reading {topic.name}[{partition}] failed: {exc}") from None
-        if answer.error:
-            error = kafka_error(answer.error, topic=topic.name, partition=partition)
-            if answer.error == 1:  # offset out of range: say what is in range
-                error.message += (
-                    f": offset {offset} is outside {answer.log_start_offset} to "
-                    f"{answer.high_watermark}"
-                )
-            raise error
-        records = [
-            _render(topic.name, partition, rec, TIMESTAMP_TYPES[ts_type], formats)
-            for rec, ts_type, _ in answer.records
-        ]
-        next_offset = answer.records[-1][0].offset + 1 if answer.records else offset
         return Response(
-            {
-                "topic": topic.name,
-                "partition": partition,
-                "records": records,
-                "next_offset": next_offset,
-                "log_start_offset": answer.log_start_offset,
-                "high_watermark": answer.high_watermark,
-            }
+            services.read_partition(
+                self.who,
+                topic.name,
+                partition,
+                offset=q.get("offset"),
+                timestamp=q.get("timestamp"),
+                position=q.get("position"),
+                max_records=q["max_records"],
+                max_bytes=q["max_bytes"],
+                wait_ms=q["wait_ms"],
+                formats=formats,
+            )
         )
-
-    @staticmethod
-    def _start(client: Any, tp: tuple[str, int], q: dict[str, Any]) -> int:
-        if "offset" in q:
-            return int(q["offset"])
-        position = q.get("position", "earliest")
-        spec = q.get("timestamp", EARLIEST if position == "earliest" else LATEST)
-        answers = client.list_offsets({tp: spec})
-        found = answers[tp]
-        if found.error:
-            raise kafka_error(found.error, topic=tp[0], partition=tp[1])
-        if "timestamp" in q and found.offset < 0:
-            # Every record is older: start at the end, as Kafka's consumers do.
-            found = client.list_offsets({tp: LATEST})[tp]
-        if position == "newest" and "timestamp" not in q:
-            start = client.list_offsets({tp: EARLIEST})[tp].offset
-            return max(start, found.offset - int(q["max_records"]))
-        return int(found.offset)
 
 
 # --- consumer instances ----------------------------------------------------------------------
@@ -573,19 +369,6 @@ class CreateConsumer(drf.Serializer):
     header_format = drf.ChoiceField(choices=codec.HEADER_FORMATS, default="string")
 
 
-def _instance_body(instance: ConsumerInstance) -> dict[str, Any]:
-    assignment = sorted((tp.topic, tp.partition) for tp in instance.consumer.assignment())
-    return {
-        "id": instance.id,
-        "group": instance.group,
-        "topics": instance.topics,
-        "auto_commit": instance.auto_commit,
-        "idle_timeout_seconds": int(instance.idle_timeout),
-        "assignment": [{"topic": t, "partition": p} for t, p in assignment],
-        **instance.formats,
-    }
-
-
 INSTANCE_RESPONSE = inline_serializer(
     "ConsumerInstance",
     {
@@ -600,16 +383,6 @@ INSTANCE_RESPONSE = inline_serializer(
         "header_format": drf.CharField(),
     },
 )
-
-
-def _kafka_failure(exc: Exception, what: str) -> ServiceError:
-    info = error_info(exc)
-    error = ServiceError(f"{what}: {info['message']}")
-    if "authorization" in info["code"]:
-        error.status, error.code = 403, "permission_denied"
-    else:
-        error.status, error.code = 503, "unavailable"
-    return error
 
 
 class ConsumersView(DataView):
@@ -634,28 +407,17 @@ class ConsumersView(DataView):
         for name in topics:
             self.require(Operation.READ, TOPIC, name)
             self.topic(name)
-        bootstrap = bootstrap_servers()
         formats = {k: spec[k] for k in ("key_format", "value_format", "header_format")}
-
-        async def create() -> ConsumerInstance:
-            return await gateway.create_instance(
-                self.who,
-                bootstrap,
-                group=spec["group"],
-                topics=topics,
-                auto_offset_reset=spec["auto_offset_reset"],
-                auto_commit=spec["auto_commit"],
-                idle_timeout=float(spec["idle_timeout_seconds"]),
-                formats=formats,
-            )
-
-        try:
-            instance = gateway.run(create, 30)
-        except ServiceError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - aiokafka's errors, told to the caller
-            raise _kafka_failure(exc, "cannot join the group") from None
-        return Response(_instance_body(instance), status=status.HTTP_201_CREATED)
+        instance = services.create_instance(
+            self.who,
+            group=spec["group"],
+            topics=topics,
+            auto_offset_reset=spec["auto_offset_reset"],
+            auto_commit=spec["auto_commit"],
+            idle_timeout=float(spec["idle_timeout_seconds"]),
+            formats=formats,
+        )
+        return Response(services.instance_body(instance), status=status.HTTP_201_CREATED)
 
 
 class ConsumerView(DataView):
@@ -666,7 +428,7 @@ class ConsumerView(DataView):
         tags=["data"],
     )
     def get(self, request: Request, tenant_slug: str, instance_id: str) -> Response:
-        return Response(_instance_body(gateway.instance(instance_id, self.who)))
+        return Response(services.instance_body(services.instance(self.who, instance_id)))
 
     @extend_schema(
         operation_id="delete_consumer_instance",
@@ -675,8 +437,7 @@ class ConsumerView(DataView):
         tags=["data"],
     )
     def delete(self, request: Request, tenant_slug: str, instance_id: str) -> Response:
-        gateway.instance(instance_id, self.who)
-        gateway.run(lambda: gateway.delete_instance(instance_id, self.who), 15)
+        services.delete_instance(self.who, instance_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -712,39 +473,13 @@ class ConsumerRecordsView(DataView):
         query = PollQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         q = query.validated_data
-        instance = gateway.instance(instance_id, self.who)
-
-        async def poll() -> Any:
-            async with instance.lock:
-                return await instance.consumer.getmany(
-                    timeout_ms=q["wait_ms"], max_records=q["max_records"]
-                )
-
+        instance = services.instance(self.who, instance_id)
         if q["wait_ms"]:
             release_database()
-        try:
-            batches = gateway.run(poll, q["wait_ms"] / 1000 + 30)
-        except ServiceError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - aiokafka's errors, told to the caller
-            raise _kafka_failure(exc, "poll failed") from None
-        records = []
-        for tp in sorted(batches, key=lambda tp: (tp.topic, tp.partition)):
-            for m in batches[tp]:
-                records.append(
-                    codec.render_record(
-                        topic=m.topic,
-                        partition=m.partition,
-                        offset=m.offset,
-                        timestamp=m.timestamp,
-                        timestamp_type="log_append_time" if m.timestamp_type else "create_time",
-                        key=m.key,
-                        value=m.value,
-                        headers=list(m.headers),
-                        **instance.formats,
-                    )
-                )
-        body = _instance_body(instance)
+        records = services.poll_instance(
+            instance, wait_ms=q["wait_ms"], max_records=q["max_records"]
+        )
+        body = services.instance_body(instance)
         return Response({"records": records, "assignment": body["assignment"]})
 
 
@@ -766,12 +501,10 @@ class ConsumerCommitView(DataView):
         tags=["data"],
     )
     def post(self, request: Request, tenant_slug: str, instance_id: str) -> Response:
-        from aiokafka import TopicPartition
-
         form = CommitRequest(data=request.data if isinstance(request.data, dict) else {})
         form.is_valid(raise_exception=True)
-        instance = gateway.instance(instance_id, self.who)
-        offsets: dict[Any, int] | None = None
+        instance = services.instance(self.who, instance_id)
+        offsets: dict[tuple[str, int], int] | None = None
         if "offsets" in form.validated_data:
             offsets = {}
             for i, o in enumerate(form.validated_data["offsets"]):
@@ -788,37 +521,5 @@ class ConsumerCommitView(DataView):
                         "each offset needs a topic, a partition and an offset >= 0",
                         field=f"offsets[{i}]",
                     )
-                offsets[TopicPartition(topic, part)] = off
-            owned = instance.consumer.assignment()
-            foreign = [f"{tp.topic}[{tp.partition}]" for tp in offsets if tp not in owned]
-            if foreign:
-                raise Conflict(
-                    "not assigned to this instance (a rebalance moved them?): " + ", ".join(foreign)
-                )
-
-        async def commit() -> dict[Any, int]:
-            async with instance.lock:
-                if offsets is None:
-                    positions = {
-                        tp: await instance.consumer.position(tp)
-                        for tp in instance.consumer.assignment()
-                    }
-                    await instance.consumer.commit(positions)
-                    return positions
-                await instance.consumer.commit(offsets)
-                return offsets
-
-        try:
-            done = gateway.run(commit, 30)
-        except ServiceError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - aiokafka's errors, told to the caller
-            failure = _kafka_failure(exc, "commit failed")
-            if "rebalance" in failure.message.lower() or "generation" in failure.message.lower():
-                failure.status, failure.code = 409, "conflict"
-            raise failure from None
-        committed = [
-            {"topic": tp.topic, "partition": tp.partition, "offset": off}
-            for tp, off in sorted(done.items(), key=lambda kv: (kv[0].topic, kv[0].partition))
-        ]
-        return Response({"committed": committed})
+                offsets[(topic, part)] = off
+        return Response({"committed": services.commit_instance(instance, offsets)})

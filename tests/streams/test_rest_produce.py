@@ -395,15 +395,15 @@ def test_a_producer_the_brokers_refuse_fails_each_record_not_the_request(monkeyp
 
     from aiokafka.errors import ClusterAuthorizationFailedError
 
-    from control_plane.streams import codec, views
+    from control_plane.streams import codec, services
     from control_plane.streams.kafka import Delegation
 
     async def refuse(*args):
         raise ClusterAuthorizationFailedError()
 
-    monkeypatch.setattr(views.gateway, "producer", refuse)
+    monkeypatch.setattr(services.gateway, "producer", refuse)
     record = codec.OutRecord(key=None, value=b"v", headers=[], partition=None, timestamp_ms=None)
     results = asyncio.run(
-        views.produce_records(Delegation("acme", "MRK1"), [], "orders", [record, record], "all")
+        services.produce_records(Delegation("acme", "MRK1"), [], "orders", [record, record], "all")
     )
     assert [r["error"]["code"] for r in results] == ["cluster_authorization_failed"] * 2
