@@ -55,8 +55,8 @@ class LoopClock:
 
 
 class FakeTimer:
-    def __init__(self, when: float, callback: Callable[..., object], args: tuple[Any, ...]):
-        self.when = when
+    def __init__(self, when_ns: int, callback: Callable[..., object], args: tuple[Any, ...]):
+        self.when_ns = when_ns
         self.callback = callback
         self.args = args
         self.cancelled = False
@@ -66,40 +66,44 @@ class FakeTimer:
 
 
 class FakeClock:
-    """A clock for tests: time stands still until :meth:`advance` moves it."""
+    """A clock for tests: time stands still until :meth:`advance` moves it.
+
+    Time is kept in integer nanoseconds, so steps such as ``advance(0.001)`` add up
+    exactly and a timer due at a deadline fires when the steps reach it.
+    """
 
     def __init__(self, start: float = 1_000.0, wall_start_ms: int = 1_700_000_000_000) -> None:
-        self._now = start
-        self._wall_offset_ms = wall_start_ms - round(start * 1000)
-        self._timers: list[tuple[float, int, FakeTimer]] = []
+        self._now_ns = _ns(start)
+        self._wall_offset_ms = wall_start_ms - self._now_ns // 1_000_000
+        self._timers: list[tuple[int, int, FakeTimer]] = []
         self._seq = itertools.count()
 
     def now(self) -> float:
-        return self._now
+        return self._now_ns / 1e9
 
     def wall_ms(self) -> int:
-        return round(self._now * 1000) + self._wall_offset_ms
+        return self._now_ns // 1_000_000 + self._wall_offset_ms
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> FakeTimer:
-        timer = FakeTimer(self._now + max(delay, 0.0), callback, args)
-        heapq.heappush(self._timers, (timer.when, next(self._seq), timer))
+        timer = FakeTimer(self._now_ns + max(_ns(delay), 0), callback, args)
+        heapq.heappush(self._timers, (timer.when_ns, next(self._seq), timer))
         return timer
 
     def advance(self, seconds: float) -> int:
         """Move time forward, firing what falls due (timers they set too); how many fired."""
         if seconds < 0:
             raise ValueError("time does not go backwards")
-        until = self._now + seconds
+        until = self._now_ns + _ns(seconds)
         fired = 0
         while self._timers and self._timers[0][0] <= until:
             when, _, timer = heapq.heappop(self._timers)
             if timer.cancelled:
                 continue
-            self._now = when
+            self._now_ns = when
             timer.cancelled = True  # fired: a late cancel() is a no-op, as with asyncio
             timer.callback(*timer.args)
             fired += 1
-        self._now = until
+        self._now_ns = until
         return fired
 
     @property
@@ -107,7 +111,6 @@ class FakeClock:
         """Timers still to fire."""
         return sum(1 for _, _, t in self._timers if not t.cancelled)
 
-    @property
-    def next_deadline(self) -> float | None:
-        live = [when for when, _, t in self._timers if not t.cancelled]
-        return min(live) if live else None
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1e9)
