@@ -86,8 +86,29 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+_requests: list[asyncio.Task[Any]] = []  # every request task of the running scenario
+
+
 def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    asyncio.run(scenario())
+    async def main() -> None:
+        try:
+            await scenario()
+        finally:
+            # Passed or failed: collect what each request ended with and cancel those still
+            # parked, so nothing is logged after the test as "exception was never
+            # retrieved" (logging from garbage collection also upsets pytest's reporting).
+            for task in _requests:
+                task.cancel()
+            await asyncio.gather(*_requests, return_exceptions=True)
+            _requests.clear()
+
+    asyncio.run(main())
+
+
+def request(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    task = asyncio.ensure_future(coro)
+    _requests.append(task)
+    return task
 
 
 def outcome(task: asyncio.Task[Any]) -> Any:
@@ -145,7 +166,7 @@ class Harness:
         protocols: Sequence[tuple[str, bytes]] = V1,
         require_known: bool = False,
     ) -> asyncio.Task[dict[str, Any]]:
-        task = asyncio.ensure_future(
+        task = request(
             self.coordinator.join(
                 TENANT,
                 GROUP,
@@ -170,7 +191,7 @@ class Harness:
         assignments: dict[str, bytes] | None = None,
         instance_id: str | None = None,
     ) -> asyncio.Task[tuple[bytes, str | None, str | None]]:
-        task = asyncio.ensure_future(
+        task = request(
             self.coordinator.sync(
                 TENANT,
                 GROUP,
