@@ -21,6 +21,10 @@ group) rebuilds it from that record: a Stable group comes back Stable, so member
 heartbeating with their generation; anything mid-rebalance comes back rebalancing.
 Committed offsets are not cached here: each commit is one store transaction and each
 OffsetFetch reads the store, so offsets reset by the control plane are seen at once.
+
+All timing (session timeouts, the join timer, the initial rebalance delay, KIP-394 pending
+member ids, ``state_since_ms``, the store retry backoff) goes through a :class:`Clock`: the
+running loop's by default, a :class:`~data_plane.groups.clock.FakeClock` in tests.
 """
 
 from __future__ import annotations
@@ -28,12 +32,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from data_plane.groups.clock import Clock, LoopClock, TimerHandle
 from data_plane.groups.model import GroupRecord, GroupState, MemberRecord, OffsetRecord
 from data_plane.protocol.errors import ErrorCode
 
@@ -95,7 +99,7 @@ class Member:
     assignment: bytes = b""
     join_future: asyncio.Future[dict[str, Any]] | None = None
     sync_future: asyncio.Future[bytes] | None = None
-    expiry: asyncio.TimerHandle | None = None
+    expiry: TimerHandle | None = None
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, data in self.protocols:
@@ -123,18 +127,18 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    pending: dict[str, asyncio.TimerHandle] = field(default_factory=dict)  # MEMBER_ID_REQUIRED
-    join_timer: asyncio.TimerHandle | None = None
+    pending: dict[str, TimerHandle] = field(default_factory=dict)  # MEMBER_ID_REQUIRED
+    join_timer: TimerHandle | None = None
     initial_deadline: float | None = None  # set while in the initial rebalance delay
-    state_since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    state_since_ms: int = 0  # wall ms; the coordinator sets it from its clock
     version: int = 0  # bumped by every change to persist
     persisted: int = 0
     writer: asyncio.Task[None] | None = None
 
-    def set_state(self, state: GroupState) -> None:
+    def set_state(self, state: GroupState, now_ms: int) -> None:
         if state != self.state:
             self.state = state
-            self.state_since_ms = int(time.time() * 1000)
+            self.state_since_ms = now_ms
 
     def record(self) -> GroupRecord:
         return GroupRecord(
@@ -177,10 +181,17 @@ def _result(future: asyncio.Future[Any] | None, value: Any) -> None:
 
 
 class GroupCoordinator:
-    def __init__(self, store: GroupStore, call: Call, config: CoordinatorConfig) -> None:
+    def __init__(
+        self,
+        store: GroupStore,
+        call: Call,
+        config: CoordinatorConfig,
+        clock: Clock | None = None,
+    ) -> None:
         self.store = store
         self.call = call  # runs a blocking store call off the event loop
         self.config = config
+        self.clock: Clock = clock if clock is not None else LoopClock()  # all timing
         self.groups: dict[tuple[int, str], Group] = {}
         self._loading: dict[tuple[int, str], asyncio.Lock] = {}
 
@@ -199,7 +210,7 @@ class GroupCoordinator:
                 if record is not None:
                     found = self._restore(record)
                 elif create:
-                    found = Group(tenant_id, group_id)
+                    found = Group(tenant_id, group_id, state_since_ms=self.clock.wall_ms())
                 if found is not None:
                     self.groups[key] = found
         self._loading.pop(key, None)
@@ -267,7 +278,7 @@ class GroupCoordinator:
                 logger.exception("storing group %s failed", group.group_id)
                 if failures >= 5:
                     return
-                await asyncio.sleep(0.5 * failures)
+                await self._sleep(0.5 * failures)
                 continue
             group.persisted = max(group.persisted, version)
 
@@ -285,12 +296,22 @@ class GroupCoordinator:
 
     # --- timers -------------------------------------------------------------------------
 
+    def _set_state(self, group: Group, state: GroupState) -> None:
+        group.set_state(state, self.clock.wall_ms())
+
+    async def _sleep(self, delay_s: float) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer = self.clock.call_later(delay_s, _result, future, None)
+        try:
+            await future
+        finally:
+            timer.cancel()
+
     def _touch(self, group: Group, member: Member) -> None:
         """Restart a member's session timer (any request from it counts as a heartbeat)."""
         if member.expiry is not None:
             member.expiry.cancel()
-        loop = asyncio.get_running_loop()
-        member.expiry = loop.call_later(
+        member.expiry = self.clock.call_later(
             member.session_timeout_ms / 1000, self._expire, group, member.member_id
         )
 
@@ -307,9 +328,7 @@ class GroupCoordinator:
     def _arm_join_timer(self, group: Group, delay_s: float) -> None:
         if group.join_timer is not None:
             group.join_timer.cancel()
-        group.join_timer = asyncio.get_running_loop().call_later(
-            max(delay_s, 0.0), self._join_timer_fired, group
-        )
+        group.join_timer = self.clock.call_later(max(delay_s, 0.0), self._join_timer_fired, group)
 
     def _join_timer_fired(self, group: Group) -> None:
         group.join_timer = None
@@ -325,16 +344,15 @@ class GroupCoordinator:
             _result(m.sync_future, E.REBALANCE_IN_PROGRESS)  # waiting members rejoin
             m.sync_future = None
         initial = group.state == S.EMPTY
-        group.set_state(S.PREPARING_REBALANCE)
+        self._set_state(group, S.PREPARING_REBALANCE)
         logger.info(
             "group %s: preparing rebalance (generation %s): %s",
             group.group_id,
             group.generation,
             reason,
         )
-        loop = asyncio.get_running_loop()
         if initial and self.config.initial_rebalance_delay_ms > 0:
-            group.initial_deadline = loop.time() + group.rebalance_timeout_s
+            group.initial_deadline = self.clock.now() + group.rebalance_timeout_s
             self._arm_join_timer(group, self.config.initial_rebalance_delay_ms / 1000)
         else:
             group.initial_deadline = None
@@ -346,10 +364,9 @@ class GroupCoordinator:
     def _maybe_complete_join(self, group: Group) -> None:
         if group.state != S.PREPARING_REBALANCE:
             return
-        loop = asyncio.get_running_loop()
         if group.initial_deadline is not None:
             # The initial delay: each new member extends it, within the rebalance timeout.
-            remaining = group.initial_deadline - loop.time()
+            remaining = group.initial_deadline - self.clock.now()
             self._arm_join_timer(
                 group, min(self.config.initial_rebalance_delay_ms / 1000, remaining)
             )
@@ -372,13 +389,13 @@ class GroupCoordinator:
         if not group.members:
             group.protocol_name = None
             group.leader = None
-            group.set_state(S.EMPTY)
+            self._set_state(group, S.EMPTY)
             self._changed(group)
             return
         group.protocol_name = self._choose_protocol(group)
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
-        group.set_state(S.COMPLETING_REBALANCE)
+        self._set_state(group, S.COMPLETING_REBALANCE)
         logger.info(
             "group %s: generation %s with %s members, protocol %s, leader %s",
             group.group_id,
@@ -567,8 +584,7 @@ class GroupCoordinator:
         self._check_size(group)
         if require_known and not instance_id:
             # KIP-394: hand out the id first; the member rejoins with it.
-            loop = asyncio.get_running_loop()
-            group.pending[member_id] = loop.call_later(
+            group.pending[member_id] = self.clock.call_later(
                 d["session_timeout_ms"] / 1000, self._expire_pending, group, member_id
             )
             _result(
@@ -719,7 +735,7 @@ class GroupCoordinator:
 
     async def _finish_sync(self, group: Group, generation: int) -> None:
         """Store the leader's assignments, then hand them out (Kafka's order)."""
-        group.set_state(S.STABLE)
+        self._set_state(group, S.STABLE)
         self._changed(group)
         stored = await self._persisted(group)
         if group.generation != generation or group.state != S.STABLE:
@@ -727,7 +743,7 @@ class GroupCoordinator:
         if not stored:
             for m in group.members.values():
                 m.assignment = b""
-            group.set_state(S.COMPLETING_REBALANCE)
+            self._set_state(group, S.COMPLETING_REBALANCE)
             for m in group.members.values():
                 _result(m.sync_future, E.COORDINATOR_NOT_AVAILABLE)
             self._prepare_rebalance(group, "storing the assignment failed")
@@ -845,14 +861,14 @@ class GroupCoordinator:
             return None
         if group.members or group.state not in (S.EMPTY, S.DEAD):
             raise GroupError(E.NON_EMPTY_GROUP, "the group has active members")
-        group.set_state(S.DEAD)
+        self._set_state(group, S.DEAD)
         return group
 
     def finish_delete(self, group: Group, deleted: bool) -> None:
         if deleted:
             self.groups.pop((group.tenant_id, group.group_id), None)
         elif group.state == S.DEAD:
-            group.set_state(S.EMPTY)
+            self._set_state(group, S.EMPTY)
 
     def close(self) -> None:
         """Stop every timer (broker shutdown); members reconnect to whoever coordinates next."""
