@@ -21,6 +21,7 @@ from data_plane.metadata.model import TopicInfo
 from data_plane.protocol.messages import create_partitions as create_partitions_api
 from data_plane.protocol.messages import create_topics as create_topics_api
 from data_plane.protocol.messages import delete_topics as delete_topics_api
+from data_plane.protocol.types import ZERO_UUID
 
 logger = logging.getLogger("millrace.broker")
 
@@ -126,7 +127,8 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
         topic = ctx.topic(name)
         entry: dict[str, Any] = {
             "name": name,
-            "topic_id": topic.topic_id if topic else None,
+            # Not None: topic_id is not nullable (the encoder writes None as this zero id anyway).
+            "topic_id": topic.topic_id if topic else ZERO_UUID,
             "error_code": E.NONE,
             "error_message": None,
         }
