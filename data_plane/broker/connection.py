@@ -14,7 +14,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from data_plane.broker.config import BrokerConfig
@@ -26,6 +26,7 @@ from data_plane.broker.ports import MetadataStore
 from data_plane.broker.sasl import MECHANISMS, SaslFailed, SaslSession
 from data_plane.log.segment import FileSlice
 from data_plane.metadata.model import Principal
+from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
 from data_plane.protocol.framing import FrameReader
 from data_plane.protocol.messages import api_versions, sasl_authenticate, sasl_handshake
@@ -217,7 +218,8 @@ class Connection:
         if self.principal is None and key not in PRE_AUTH_APIS:
             logger.warning("closing %s: %s before authentication", self.host, request.api.name)
             return False
-        body: dict[str, Any] | None
+        # Each API's response body type (bodies.<Api>Response); the handlers' meet as Any.
+        body: Mapping[str, Any] | None
         if key == api_versions.KEY:
             body = self._api_versions()
         elif key == sasl_handshake.KEY:
@@ -256,7 +258,7 @@ class Connection:
         await self._respond(request, body)
         return True
 
-    async def _respond(self, request: Request, body: dict[str, Any]) -> None:
+    async def _respond(self, request: Request, body: Mapping[str, Any]) -> None:
         chunks = encode_response(request.api, request.version, request.header.correlation_id, body)
         throttle = body.get("throttle_time_ms", 0) or 0
         if throttle:
@@ -287,13 +289,22 @@ class Connection:
             self.writer.write(b"".join(pending))
         await self.writer.drain()
 
-    def _api_versions(self) -> dict[str, Any]:
+    def _api_versions(self) -> bodies.ApiVersionsResponse:
         from data_plane.protocol.requests import supported_api_versions
 
-        return {"error_code": 0, "api_keys": supported_api_versions(), "throttle_time_ms": 0}
+        # supported_api_versions() gives plain dicts of exactly these three fields.
+        api_keys: list[bodies.ApiVersionsResponseApiKeys] = [
+            {
+                "api_key": v["api_key"],
+                "min_version": v["min_version"],
+                "max_version": v["max_version"],
+            }
+            for v in supported_api_versions()
+        ]
+        return {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
 
-    def _sasl_handshake(self, request: Request) -> dict[str, Any]:
-        mechanism = request.body["mechanism"]
+    def _sasl_handshake(self, request: Request) -> bodies.SaslHandshakeResponse:
+        mechanism = request.body_as(bodies.SaslHandshakeRequest)["mechanism"]
         # The development listener starts every connection as the anonymous principal; a
         # client (another broker, say) may still sign in, once.
         if self.principal is not None and not self.principal.is_anonymous:
@@ -312,7 +323,9 @@ class Connection:
         )
         return {"error_code": ErrorCode.NONE, "mechanisms": list(MECHANISMS)}
 
-    async def _sasl_authenticate(self, request: Request) -> tuple[dict[str, Any], bool]:
+    async def _sasl_authenticate(
+        self, request: Request
+    ) -> tuple[bodies.SaslAuthenticateResponse, bool]:
         if self.sasl is None or self.sasl.done:
             return (
                 {
@@ -324,7 +337,8 @@ class Connection:
                 False,
             )
         try:
-            answer = await self.sasl.step(bytes(request.body["auth_bytes"]))
+            auth_bytes = request.body_as(bodies.SaslAuthenticateRequest)["auth_bytes"]
+            answer = await self.sasl.step(bytes(auth_bytes))
         except SaslFailed as exc:
             await asyncio.sleep(self.broker.auth_failure_delay(self.host))  # slows guessing
             logger.info("SASL authentication failed from %s", self.host)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -159,7 +159,7 @@ class BrokerMetrics:
         self._per_api: dict[str, tuple[Any, Any]] = {}
         self._per_topic: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}
 
-    def request_done(self, api: str, started: float, body: dict[str, Any] | None) -> None:
+    def request_done(self, api: str, started: float, body: Mapping[str, Any] | None) -> None:
         """Count a handled request, its latency, and the error codes in its response."""
         children = self._per_api.get(api)
         if children is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from data_plane.acl import (
     AclBinding,
@@ -20,6 +19,7 @@ from data_plane.broker.handlers.context import (
     blocking,
 )
 from data_plane.broker.ports import AdminError
+from data_plane.protocol import bodies
 from data_plane.protocol.messages import create_acls as create_acls_api
 from data_plane.protocol.messages import delete_acls as delete_acls_api
 from data_plane.protocol.messages import describe_acls as describe_acls_api
@@ -34,12 +34,15 @@ _PERMISSION_BY_CODE = {p.kafka_code: p for p in Permission}
 ANY, MATCH = 1, 2
 
 
-def _filter_matches(f: dict[str, Any], binding: AclBinding) -> bool:
-    rtype = int(f.get("resource_type_filter", ANY))
+def _filter_matches(
+    f: bodies.DescribeAclsRequest | bodies.DeleteAclsRequestFilters, binding: AclBinding
+) -> bool:
+    """Whether a DescribeAcls request or a DeleteAcls filter (the same fields) matches."""
+    rtype = f["resource_type_filter"]
     if rtype != ANY and _RESOURCE_BY_CODE.get(rtype) is not binding.resource_type:
         return False
-    name = f.get("resource_name_filter")
-    pattern = f.get("pattern_type_filter", PatternType.LITERAL.kafka_code)
+    name = f["resource_name_filter"]
+    pattern = f["pattern_type_filter"]
     if pattern == MATCH:
         if name is not None and not binding.covers_resource(binding.resource_type, name):
             return False
@@ -48,20 +51,20 @@ def _filter_matches(f: dict[str, Any], binding: AclBinding) -> bool:
             return False
         if name is not None and name != binding.resource_name:
             return False
-    principal = f.get("principal_filter")
+    principal = f["principal_filter"]
     if principal is not None and principal != binding.principal:
         return False
-    host = f.get("host_filter")
+    host = f["host_filter"]
     if host is not None and host != binding.host:
         return False
-    op = int(f.get("operation", ANY))
+    op = f["operation"]
     if op != ANY and _OPERATION_BY_CODE.get(op) is not binding.operation:
         return False
-    perm = int(f.get("permission_type", ANY))
+    perm = f["permission_type"]
     return perm == ANY or _PERMISSION_BY_CODE.get(perm) is binding.permission
 
 
-def _acl_description(b: AclBinding) -> dict[str, Any]:
+def _acl_description(b: AclBinding) -> bodies.DescribeAclsResponseAcls:
     return {
         "principal": b.principal,
         "host": b.host,
@@ -70,7 +73,9 @@ def _acl_description(b: AclBinding) -> dict[str, Any]:
     }
 
 
-async def handle_describe_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_describe_acls(
+    ctx: RequestContext, req: bodies.DescribeAclsRequest
+) -> bodies.DescribeAclsResponse:
     if not ctx.may_cluster(Operation.DESCRIBE):
         return {
             "throttle_time_ms": 0,
@@ -78,7 +83,7 @@ async def handle_describe_acls(ctx: RequestContext, req: dict[str, Any]) -> dict
             "error_message": None,
             "resources": [],
         }
-    grouped: dict[tuple[Any, ...], list[AclBinding]] = {}
+    grouped: dict[tuple[ResourceType, str, PatternType], list[AclBinding]] = {}
     for binding in ctx.snapshot.tenant_acls(ctx.principal.tenant_id):
         if _filter_matches(req, binding):
             key = (binding.resource_type, binding.resource_name, binding.pattern_type)
@@ -99,12 +104,14 @@ async def handle_describe_acls(ctx: RequestContext, req: dict[str, Any]) -> dict
     }
 
 
-async def handle_create_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_acls(
+    ctx: RequestContext, req: bodies.CreateAclsRequest
+) -> bodies.CreateAclsResponse:
     svc = ctx.services
-    results = []
+    results: list[bodies.CreateAclsResponseResults] = []
     allowed = ctx.may_cluster(Operation.ALTER)
     for c in req["creations"]:
-        entry: dict[str, Any] = {"error_code": E.NONE, "error_message": None}
+        entry: bodies.CreateAclsResponseResults = {"error_code": E.NONE, "error_message": None}
         results.append(entry)
         if not allowed:
             entry["error_code"] = E.CLUSTER_AUTHORIZATION_FAILED
@@ -129,10 +136,12 @@ async def handle_create_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[s
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def handle_delete_acls(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_acls(
+    ctx: RequestContext, req: bodies.DeleteAclsRequest
+) -> bodies.DeleteAclsResponse:
     svc = ctx.services
     allowed = ctx.may_cluster(Operation.ALTER)
-    results: list[dict[str, Any]] = []
+    results: list[bodies.DeleteAclsResponseFilterResults] = []
     for f in req["filters"]:
         if not allowed:
             results.append(

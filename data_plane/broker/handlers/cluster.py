@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from data_plane.acl import (
     CLUSTER_RESOURCE_NAME,
@@ -18,6 +17,7 @@ from data_plane.broker.handlers.context import (
     authorized_operations,
 )
 from data_plane.log.manager import TopicPartition
+from data_plane.protocol import bodies
 from data_plane.protocol.messages import describe_cluster as describe_cluster_api
 from data_plane.protocol.messages import describe_log_dirs
 from data_plane.protocol.messages import describe_log_dirs as describe_log_dirs_api
@@ -25,7 +25,9 @@ from data_plane.protocol.messages import describe_log_dirs as describe_log_dirs_
 logger = logging.getLogger("millrace.broker")
 
 
-async def handle_describe_cluster(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_describe_cluster(
+    ctx: RequestContext, req: bodies.DescribeClusterRequest
+) -> bodies.DescribeClusterResponse:
     svc = ctx.services
     code = E.NONE if ctx.may_cluster(Operation.DESCRIBE) else E.CLUSTER_AUTHORIZATION_FAILED
     return {
@@ -44,12 +46,14 @@ async def handle_describe_cluster(ctx: RequestContext, req: dict[str, Any]) -> d
             ctx,
             ResourceType.CLUSTER,
             CLUSTER_RESOURCE_NAME,
-            code == E.NONE and bool(req.get("include_cluster_authorized_operations")),
+            code == E.NONE and req["include_cluster_authorized_operations"],
         ),
     }
 
 
-async def handle_describe_log_dirs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_describe_log_dirs(
+    ctx: RequestContext, req: bodies.DescribeLogDirsRequest
+) -> bodies.DescribeLogDirsResponse:
     """The sizes of the partition logs this broker holds (as leader or follower).
 
     Kafka asks for Describe on the cluster; Millrace also keeps to the principal's tenant
@@ -61,7 +65,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: dict[str, Any]) -> 
         # v0-2 have no top-level error code: their answer is just the empty result list.
         return {"throttle_time_ms": 0, "error_code": E.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     svc = ctx.services
-    requested = req.get("topics")
+    requested = req["topics"]
     wanted: dict[str, set[int] | None]  # topic name -> partitions (None: all of them)
     if requested is None:
         wanted = dict.fromkeys(ctx.snapshot.tenant_topics(ctx.principal.tenant_id))
@@ -70,12 +74,12 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: dict[str, Any]) -> 
         for t in requested:
             asked.setdefault(t["topic"], set()).update(t["partitions"])
         wanted = {name: indexes for name, indexes in asked.items()}
-    topics = []
+    topics: list[bodies.DescribeLogDirsResponseTopics] = []
     for name, indexes in wanted.items():
         topic = ctx.topic(name)
         if topic is None or not ctx.may(Operation.DESCRIBE, T, name):
             continue
-        partitions = []
+        partitions: list[bodies.DescribeLogDirsResponsePartitions] = []
         for p in topic.partitions:
             if indexes is not None and p.index not in indexes:
                 continue

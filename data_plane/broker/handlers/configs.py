@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from data_plane.acl import (
     Operation,
@@ -17,6 +16,7 @@ from data_plane.broker.handlers.context import (
 )
 from data_plane.broker.ports import AdminError
 from data_plane.metadata.model import TopicInfo
+from data_plane.protocol import bodies
 from data_plane.protocol.messages import alter_configs as alter_configs_api
 from data_plane.protocol.messages import describe_configs as describe_configs_api
 from data_plane.protocol.messages import incremental_alter_configs as incremental_alter_configs_api
@@ -33,15 +33,18 @@ CONFIG_TYPES = {bool: 1, str: 2, int: 5}  # BOOLEAN, STRING, LONG
 SOURCE_TOPIC, SOURCE_DEFAULT = 1, 5
 
 
-async def handle_describe_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    results = []
+async def handle_describe_configs(
+    ctx: RequestContext, req: bodies.DescribeConfigsRequest
+) -> bodies.DescribeConfigsResponse:
+    results: list[bodies.DescribeConfigsResponseResults] = []
     for r in req["resources"]:
-        entry: dict[str, Any] = {
+        configs: list[bodies.DescribeConfigsResponseConfigs] = []
+        entry: bodies.DescribeConfigsResponseResults = {
             "error_code": E.NONE,
             "error_message": None,
             "resource_type": r["resource_type"],
             "resource_name": r["resource_name"],
-            "configs": [],
+            "configs": configs,
         }
         results.append(entry)
         if r["resource_type"] == BROKER_RESOURCE:
@@ -55,13 +58,13 @@ async def handle_describe_configs(ctx: RequestContext, req: dict[str, Any]) -> d
         elif not ctx.may(Operation.DESCRIBE_CONFIGS, T, topic.name):
             entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
         else:
-            wanted = r.get("configuration_keys")
+            wanted = r["configuration_keys"]
             values = effective_configs(topic.configs)
             for name, definition in TOPIC_CONFIGS.items():
                 if wanted is not None and name not in wanted:
                     continue
                 overridden = name in topic.configs
-                entry["configs"].append(
+                configs.append(
                     {
                         "name": name,
                         "value": definition.to_kafka_string(values[name]),
@@ -82,10 +85,12 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def _config_target(
-    ctx: RequestContext, r: dict[str, Any]
-) -> tuple[dict[str, Any], TopicInfo | None]:
-    """The response entry for one alter-configs resource and, if alterable, its topic."""
-    entry: dict[str, Any] = {
+    ctx: RequestContext,
+    r: bodies.AlterConfigsRequestResources | bodies.IncrementalAlterConfigsRequestResources,
+) -> tuple[bodies.AlterConfigsResponseResponses, TopicInfo | None]:
+    """The response entry for one alter-configs resource and, if alterable, its topic.
+    (AlterConfigs and IncrementalAlterConfigs entries have the same fields.)"""
+    entry: bodies.AlterConfigsResponseResponses = {
         "error_code": E.NONE,
         "error_message": None,
         "resource_type": r["resource_type"],
@@ -105,7 +110,7 @@ def _config_target(
 
 async def _apply_config_changes(
     ctx: RequestContext,
-    entry: dict[str, Any],
+    entry: bodies.AlterConfigsResponseResponses,
     topic: TopicInfo,
     changes: dict[str, str | None],
     validate_only: bool,
@@ -123,9 +128,9 @@ async def _apply_config_changes(
 
 
 async def handle_incremental_alter_configs(
-    ctx: RequestContext, req: dict[str, Any]
-) -> dict[str, Any]:
-    responses = []
+    ctx: RequestContext, req: bodies.IncrementalAlterConfigsRequest
+) -> bodies.IncrementalAlterConfigsResponse:
+    responses: list[bodies.IncrementalAlterConfigsResponseResponses] = []
     for r in req["resources"]:
         entry, topic = _config_target(ctx, r)
         responses.append(entry)
@@ -149,14 +154,16 @@ async def handle_incremental_alter_configs(
                 entry["error_message"] = f"operation {op} does not apply to {name}"
                 break
         if entry["error_code"] == E.NONE:
-            await _apply_config_changes(ctx, entry, topic, changes, req.get("validate_only", False))
+            await _apply_config_changes(ctx, entry, topic, changes, req["validate_only"])
     await ctx.services.metadata.refresh_metadata()
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def handle_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_alter_configs(
+    ctx: RequestContext, req: bodies.AlterConfigsRequest
+) -> bodies.AlterConfigsResponse:
     """Legacy AlterConfigs: the given configs become the topic's whole set of overrides."""
-    responses = []
+    responses: list[bodies.AlterConfigsResponseResponses] = []
     for r in req["resources"]:
         entry, topic = _config_target(ctx, r)
         responses.append(entry)
@@ -165,7 +172,7 @@ async def handle_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> dict
         given = {c["name"]: c["value"] for c in r["configs"]}
         changes: dict[str, str | None] = {name: None for name in topic.configs if name not in given}
         changes.update(given)
-        await _apply_config_changes(ctx, entry, topic, changes, req.get("validate_only", False))
+        await _apply_config_changes(ctx, entry, topic, changes, req["validate_only"])
     await ctx.services.metadata.refresh_metadata()
     return {"throttle_time_ms": 0, "responses": responses}
 

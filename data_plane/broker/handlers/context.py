@@ -190,4 +190,7 @@ async def audit(
         logger.exception("could not audit %s of %s %s", action, object_type, object_repr)
 
 
-Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# A handler takes its API's request body (``bodies.<Api>Request``) and returns its response
+# body (``bodies.<Api>Response``; None for a produce with acks=0). The table holds handlers
+# of every API, so the body types meet here as Any: the connection passes ``request.body``.
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]

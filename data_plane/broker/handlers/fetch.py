@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from data_plane.acl import Operation
 from data_plane.broker.handlers.context import E, Handler, RequestContext, T
 from data_plane.log.segment import FileSlice
+from data_plane.protocol import bodies
 from data_plane.protocol.messages import fetch as fetch_api
 from data_plane.replication.manager import FetchPartition
 
 
-async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.FetchResponse:
     svc = ctx.services
-    replica = req.get("replica_id", -1)
+    replica = req["replica_id"]
     if replica >= 0 and not ctx.principal.broker:
         return {
             "throttle_time_ms": 0,
@@ -21,15 +20,15 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
             "session_id": 0,
             "responses": [],
         }
-    responses = []
+    responses: list[bodies.FetchResponseResponses] = []
     wanted: list[FetchPartition] = []
-    entries: list[dict[str, Any]] = []
+    entries: list[bodies.FetchResponsePartitions] = []
     for t in req["topics"]:
         topic = ctx.topic(t["topic"])
         allowed = topic is not None and ctx.may(Operation.READ, T, t["topic"])
-        partitions = []
+        partitions: list[bodies.FetchResponsePartitions] = []
         for p in t["partitions"]:
-            entry: dict[str, Any] = {
+            entry: bodies.FetchResponsePartitions = {
                 "partition_index": p["partition"],
                 "error_code": E.NONE,
                 "high_watermark": -1,
@@ -62,18 +61,16 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
         results, total = await svc.replicas.fetch_records(
             replica,
             wanted,
-            req.get("max_bytes", 0x7FFFFFFF),
+            req["max_bytes"],
             req["min_bytes"],
             req["max_wait_ms"],
         )
         for entry, result in zip(entries, results, strict=True):
             entry["error_code"] = result.error
             if result.error == E.NONE or result.high_watermark >= 0:
-                entry.update(
-                    high_watermark=result.high_watermark,
-                    last_stable_offset=result.high_watermark,
-                    log_start_offset=result.log_start_offset,
-                )
+                entry["high_watermark"] = result.high_watermark
+                entry["last_stable_offset"] = result.high_watermark
+                entry["log_start_offset"] = result.log_start_offset
             if result.records is not None:
                 entry["records"] = result.records
     throttle = 0
@@ -95,7 +92,7 @@ async def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
     }
 
 
-def _count_consumed(ctx: RequestContext, responses: list[dict[str, Any]]) -> None:
+def _count_consumed(ctx: RequestContext, responses: list[bodies.FetchResponseResponses]) -> None:
     metrics = ctx.services.metrics
     for t in responses:
         for p in t["partitions"]:

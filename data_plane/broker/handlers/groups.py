@@ -10,7 +10,8 @@ offsets; ListGroups shows the groups the principal may Describe.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import cast
 
 from data_plane.acl import Operation, ResourceType
 from data_plane.broker.handlers.context import (
@@ -24,6 +25,7 @@ from data_plane.broker.ports import AdminError
 from data_plane.groups.consumer_protocol import ConsumerProtocolError, decode_subscription
 from data_plane.groups.coordinator import GroupError
 from data_plane.groups.model import GroupState, OffsetRecord
+from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
 from data_plane.protocol.messages import delete_groups as delete_groups_api
 from data_plane.protocol.messages import describe_groups as describe_groups_api
@@ -57,7 +59,9 @@ def _coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
 # --- FindCoordinator ----------------------------------------------------------------------
 
 
-async def handle_find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_find_coordinator(
+    ctx: RequestContext, req: bodies.FindCoordinatorRequest
+) -> bodies.FindCoordinatorResponse:
     key_type = req.get("key_type", COORDINATOR_KEY_GROUP)
     keys = req["coordinator_keys"] if ctx.version >= 4 else [req.get("key") or ""]
     found = [_find(ctx, key, key_type) for key in keys]
@@ -74,8 +78,10 @@ async def handle_find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> d
     }
 
 
-def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _find(
+    ctx: RequestContext, key: str, key_type: int
+) -> bodies.FindCoordinatorResponseCoordinators:
+    out: bodies.FindCoordinatorResponseCoordinators = {
         "key": key,
         "node_id": -1,
         "host": "",
@@ -99,13 +105,13 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         return out
     if owner.id == ctx.services.cluster.broker_id:
         meta = ctx.services.cluster.broker_metadata(ctx.tls)
-        out.update(node_id=meta["node_id"], host=meta["host"], port=meta["port"])
+        out["node_id"], out["host"], out["port"] = meta["node_id"], meta["host"], meta["port"]
         return out
     host, port = owner.endpoint(ctx.tls)
     if port is None:  # the coordinator has no TLS listener: unreachable from this one
         out["error_code"] = E.COORDINATOR_NOT_AVAILABLE
         return out
-    out.update(node_id=owner.id, host=host, port=port)
+    out["node_id"], out["host"], out["port"] = owner.id, host, port
     return out
 
 
@@ -120,8 +126,10 @@ def _group_check(
     return _coordinator_error(ctx, group_id)
 
 
-async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    base: dict[str, Any] = {
+async def handle_join_group(
+    ctx: RequestContext, req: bodies.JoinGroupRequest
+) -> bodies.JoinGroupResponse:
+    base: bodies.JoinGroupResponse = {
         "throttle_time_ms": 0,
         "error_code": E.NONE,
         "generation_id": -1,
@@ -153,14 +161,18 @@ async def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
         )
     except GroupError as exc:
         return base | {"error_code": exc.code}
-    out = base | answer
+    # The coordinator's answer is an untyped dict of JoinGroup response fields
+    # (GroupCoordinator.join): the one cast in the handlers, until data_plane.groups types it.
+    out = cast(bodies.JoinGroupResponse, base | answer)
     if ctx.version < 7 and out["protocol_name"] is None:
         out["protocol_name"] = ""
     return out
 
 
-async def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    base: dict[str, Any] = {
+async def handle_sync_group(
+    ctx: RequestContext, req: bodies.SyncGroupRequest
+) -> bodies.SyncGroupResponse:
+    base: bodies.SyncGroupResponse = {
         "throttle_time_ms": 0,
         "error_code": E.NONE,
         "protocol_type": None,
@@ -186,7 +198,9 @@ async def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> dict[st
     return base | {"assignment": assignment, "protocol_type": ptype, "protocol_name": pname}
 
 
-async def handle_heartbeat(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_heartbeat(
+    ctx: RequestContext, req: bodies.HeartbeatRequest
+) -> bodies.HeartbeatResponse:
     error = _group_check(ctx, req["group_id"])
     if error is None:
         try:
@@ -202,16 +216,19 @@ async def handle_heartbeat(ctx: RequestContext, req: dict[str, Any]) -> dict[str
     return {"throttle_time_ms": 0, "error_code": error or E.NONE}
 
 
-async def handle_leave_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_leave_group(
+    ctx: RequestContext, req: bodies.LeaveGroupRequest
+) -> bodies.LeaveGroupResponse:
+    leaving: list[tuple[str, str | None]]
     if ctx.version >= 3:
-        leaving = [(m["member_id"], m.get("group_instance_id")) for m in req["members"]]
+        leaving = [(m["member_id"], m["group_instance_id"]) for m in req["members"]]
     else:
         leaving = [(req["member_id"], None)]
     error = _group_check(ctx, req["group_id"])
     if error is not None:
         return {"throttle_time_ms": 0, "error_code": error, "members": []}
     codes = await ctx.services.groups.leave(ctx.principal.tenant_id, req["group_id"], leaving)
-    members = [
+    members: list[bodies.LeaveGroupResponseMembers] = [
         {"member_id": mid, "group_instance_id": iid, "error_code": code}
         for (mid, iid), code in zip(leaving, codes, strict=True)
     ]
@@ -233,7 +250,9 @@ def _partition_error(ctx: RequestContext, name: str, index: int, op: Operation) 
     return None
 
 
-async def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_offset_commit(
+    ctx: RequestContext, req: bodies.OffsetCommitRequest
+) -> bodies.OffsetCommitResponse:
     group_id = req["group_id"]
     limit = ctx.services.groups.config.offset_metadata_max_bytes
     results: dict[tuple[str, int], ErrorCode] = {}
@@ -244,7 +263,7 @@ async def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> dict
         for p in t["partitions"]:
             key = (t["name"], p["partition_index"])
             error = group_error or _partition_error(ctx, key[0], key[1], Operation.READ)
-            metadata = p.get("committed_metadata")
+            metadata = p["committed_metadata"]
             if error is None and metadata is not None and len(metadata.encode()) > limit:
                 error = E.OFFSET_METADATA_TOO_LARGE
             if error is None:
@@ -264,15 +283,15 @@ async def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> dict
             await ctx.services.groups.commit(
                 ctx.principal.tenant_id,
                 group_id,
-                member_id=req.get("member_id", ""),
+                member_id=req["member_id"],
                 instance_id=req.get("group_instance_id"),
-                generation=req.get("generation_id_or_member_epoch", -1),
+                generation=req["generation_id_or_member_epoch"],
                 offsets=offsets,
             )
         except GroupError as exc:
             # The group's answer applies to the partitions that passed their own checks.
             results = {k: exc.code if v == E.NONE else v for k, v in results.items()}
-    topics: dict[str, list[dict[str, Any]]] = {}
+    topics: dict[str, list[bodies.OffsetCommitResponsePartitions]] = {}
     for (name, index), code in results.items():
         topics.setdefault(name, []).append({"partition_index": index, "error_code": code})
     return {
@@ -282,8 +301,10 @@ async def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> dict
 
 
 async def _fetch_group(
-    ctx: RequestContext, group_id: str, requested: list[dict[str, Any]] | None
-) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    ctx: RequestContext, group_id: str, requested: Sequence[bodies.OffsetFetchRequestTopics] | None
+) -> tuple[ErrorCode, list[bodies.OffsetFetchResponseTopics]]:
+    """One group's committed offsets. (The v8+ per-group request and response structs
+    have the same fields as v1-7's top-level ones.)"""
     error = _group_check(ctx, group_id, Operation.DESCRIBE)
     if error is not None:
         return error, []
@@ -300,9 +321,9 @@ async def _fetch_group(
         wanted = list(by_topic.items())
     else:
         wanted = [(t["name"], list(t["partition_indexes"])) for t in requested]
-    topics = []
+    topics: list[bodies.OffsetFetchResponseTopics] = []
     for name, indexes in wanted:
-        parts = []
+        parts: list[bodies.OffsetFetchResponseTopicsPartitions] = []
         allowed = ctx.may(Operation.DESCRIBE, T, name)
         for index in indexes:
             o = stored.get((name, index)) if allowed else None
@@ -319,11 +340,13 @@ async def _fetch_group(
     return E.NONE, topics
 
 
-async def handle_offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_offset_fetch(
+    ctx: RequestContext, req: bodies.OffsetFetchRequest
+) -> bodies.OffsetFetchResponse:
     if ctx.version >= 8:
-        groups = []
+        groups: list[bodies.OffsetFetchResponseGroups] = []
         for g in req["groups"]:
-            error, topics = await _fetch_group(ctx, g["group_id"], g.get("topics"))
+            error, topics = await _fetch_group(ctx, g["group_id"], g["topics"])
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = await _fetch_group(ctx, req["group_id"], req.get("topics"))
@@ -347,7 +370,9 @@ async def handle_offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 
-async def handle_offset_delete(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_offset_delete(
+    ctx: RequestContext, req: bodies.OffsetDeleteRequest
+) -> bodies.OffsetDeleteResponse:
     group_id = req["group_id"]
     error = _group_check(ctx, group_id, Operation.DELETE)
     if error is not None:
@@ -364,9 +389,9 @@ async def handle_offset_delete(ctx: RequestContext, req: dict[str, Any]) -> dict
             except ConsumerProtocolError:
                 continue
     doomed: list[tuple[str, int]] = []
-    topics = []
+    topics: list[bodies.OffsetDeleteResponseTopics] = []
     for t in req["topics"]:
-        parts = []
+        parts: list[bodies.OffsetDeleteResponsePartitions] = []
         for p in t["partitions"]:
             index = p["partition_index"]
             code = _partition_error(ctx, t["name"], index, Operation.READ)
@@ -391,10 +416,12 @@ async def handle_offset_delete(ctx: RequestContext, req: dict[str, Any]) -> dict
 # --- DescribeGroups / ListGroups / DeleteGroups -------------------------------------------
 
 
-async def handle_describe_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    out = []
+async def handle_describe_groups(
+    ctx: RequestContext, req: bodies.DescribeGroupsRequest
+) -> bodies.DescribeGroupsResponse:
+    out: list[bodies.DescribeGroupsResponseGroups] = []
     for group_id in req["groups"]:
-        entry: dict[str, Any] = {
+        entry: bodies.DescribeGroupsResponseGroups = {
             "error_code": E.NONE,
             "group_id": group_id,
             "group_state": str(GroupState.DEAD),
@@ -411,22 +438,20 @@ async def handle_describe_groups(ctx: RequestContext, req: dict[str, Any]) -> di
         if group is None:
             continue  # Kafka describes an unknown group as Dead with no members
         stable = group.state == GroupState.STABLE
-        entry.update(
-            group_state=str(group.state),
-            protocol_type=group.protocol_type or "",
-            protocol_data=(group.protocol_name or "") if stable else "",
-            members=[
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.host,
-                    "member_metadata": m.metadata(group.protocol_name) if stable else b"",
-                    "member_assignment": m.assignment if stable else b"",
-                }
-                for m in group.members.values()
-            ],
-        )
+        entry["group_state"] = str(group.state)
+        entry["protocol_type"] = group.protocol_type or ""
+        entry["protocol_data"] = (group.protocol_name or "") if stable else ""
+        entry["members"] = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.host,
+                "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                "member_assignment": m.assignment if stable else b"",
+            }
+            for m in group.members.values()
+        ]
     for entry in out:
         if entry["error_code"] == E.NONE:
             entry["authorized_operations"] = authorized_operations(
@@ -438,10 +463,12 @@ async def handle_describe_groups(ctx: RequestContext, req: dict[str, Any]) -> di
     return {"throttle_time_ms": 0, "groups": out}
 
 
-async def handle_list_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_list_groups(
+    ctx: RequestContext, req: bodies.ListGroupsRequest
+) -> bodies.ListGroupsResponse:
     states = {s.lower() for s in req.get("states_filter") or []}
     types = {t.lower() for t in req.get("types_filter") or []}
-    groups = []
+    groups: list[bodies.ListGroupsResponseGroups] = []
     for group_id, protocol_type, state in await ctx.services.groups.list_groups(
         ctx.principal.tenant_id
     ):
@@ -462,8 +489,10 @@ async def handle_list_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[s
     return {"throttle_time_ms": 0, "error_code": E.NONE, "groups": groups}
 
 
-async def handle_delete_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    results = []
+async def handle_delete_groups(
+    ctx: RequestContext, req: bodies.DeleteGroupsRequest
+) -> bodies.DeleteGroupsResponse:
+    results: list[bodies.DeleteGroupsResponseResults] = []
     for group_id in req["groups_names"]:
         error = _group_check(ctx, group_id, Operation.DELETE)
         if error is None:

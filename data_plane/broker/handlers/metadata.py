@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from data_plane.acl import (
     CLUSTER_RESOURCE_NAME,
@@ -20,6 +19,7 @@ from data_plane.broker.handlers.context import (
 )
 from data_plane.broker.ports import AdminError
 from data_plane.metadata.model import TopicInfo
+from data_plane.protocol import bodies
 from data_plane.protocol.messages import metadata as metadata_api
 from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from data_plane.topic_config import (
@@ -30,18 +30,20 @@ from data_plane.topic_config import (
 logger = logging.getLogger("millrace.broker")
 
 
-async def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_metadata(
+    ctx: RequestContext, req: bodies.MetadataRequest
+) -> bodies.MetadataResponse:
     svc = ctx.services
-    requested = req.get("topics")
+    requested = req["topics"]
     tenant_topics = ctx.snapshot.tenant_topics(ctx.principal.tenant_id)
     if requested is None:
         names = sorted(n for n in tenant_topics if ctx.may(Operation.DESCRIBE, T, n))
         explicit = False
     else:
-        names = [t["name"] for t in requested if t.get("name") is not None]
+        names = [t["name"] for t in requested if t["name"] is not None]
         explicit = True
     created = False
-    topics = []
+    topics: list[bodies.MetadataResponseTopics] = []
     for name in names:
         topic = ctx.topic(name)
         if (
@@ -67,7 +69,11 @@ async def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str,
         await svc.metadata.refresh_metadata()
     return {
         "throttle_time_ms": 0,
-        "brokers": svc.cluster.cluster_metadata(ctx.tls),
+        # The Cluster port's entries are untyped dicts (the server's); these are their fields.
+        "brokers": [
+            {"node_id": m["node_id"], "host": m["host"], "port": m["port"], "rack": m["rack"]}
+            for m in svc.cluster.cluster_metadata(ctx.tls)
+        ],
         "cluster_id": ctx.snapshot.cluster_id,
         "controller_id": svc.cluster.broker_id,
         "topics": topics,
@@ -109,12 +115,12 @@ async def _auto_create(ctx: RequestContext, name: str) -> int:
     return E.LEADER_NOT_AVAILABLE
 
 
-def _topic_error(name: str, code: int) -> dict[str, Any]:
+def _topic_error(name: str, code: int) -> bodies.MetadataResponseTopics:
     return {"error_code": code, "name": name, "partitions": [], "is_internal": False}
 
 
-def _topic_metadata(topic: TopicInfo) -> dict[str, Any]:
-    partitions = []
+def _topic_metadata(topic: TopicInfo) -> bodies.MetadataResponseTopics:
+    partitions: list[bodies.MetadataResponsePartitions] = []
     for p in topic.partitions:
         if p.leader is None:
             partitions.append(

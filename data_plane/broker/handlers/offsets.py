@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from data_plane.acl import (
     Operation,
@@ -17,6 +16,7 @@ from data_plane.broker.handlers.context import (
     leader_partition,
 )
 from data_plane.log.partition import OffsetOutOfRange
+from data_plane.protocol import bodies
 from data_plane.protocol.messages import delete_records as delete_records_api
 from data_plane.protocol.messages import list_offsets as list_offsets_api
 from data_plane.protocol.messages import offset_for_leader_epoch as offset_for_leader_epoch_api
@@ -26,16 +26,16 @@ logger = logging.getLogger("millrace.broker")
 
 
 async def handle_offset_for_leader_epoch(
-    ctx: RequestContext, req: dict[str, Any]
-) -> dict[str, Any]:
+    ctx: RequestContext, req: bodies.OffsetForLeaderEpochRequest
+) -> bodies.OffsetForLeaderEpochResponse:
     """Where an epoch ends in the leader's log: (the largest epoch <= it, its end offset)."""
-    topics = []
+    topics: list[bodies.OffsetForLeaderEpochResponseTopics] = []
     for t in req["topics"]:
         topic = ctx.topic(t["topic"])
         allowed = topic is not None and ctx.may(Operation.DESCRIBE, T, t["topic"])
-        partitions = []
+        partitions: list[bodies.OffsetForLeaderEpochResponsePartitions] = []
         for p in t["partitions"]:
-            entry = {
+            entry: bodies.OffsetForLeaderEpochResponsePartitions = {
                 "error_code": E.NONE,
                 "partition": p["partition"],
                 "leader_epoch": -1,
@@ -50,7 +50,7 @@ async def handle_offset_for_leader_epoch(
                 continue
             log = partition.log
             epoch, end = log.leader_epochs.end_offset_for(p["leader_epoch"], log.log_end_offset)
-            entry.update(leader_epoch=epoch, end_offset=end)
+            entry["leader_epoch"], entry["end_offset"] = epoch, end
         topics.append({"topic": t["topic"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
@@ -60,18 +60,20 @@ async def handle_offset_for_leader_epoch(
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    if req.get("replica_id", -1) >= 0:
+async def handle_list_offsets(
+    ctx: RequestContext, req: bodies.ListOffsetsRequest
+) -> bodies.ListOffsetsResponse:
+    if req["replica_id"] >= 0:
         code = E.CLUSTER_AUTHORIZATION_FAILED
     else:
         code = None
-    topics = []
+    topics: list[bodies.ListOffsetsResponseTopics] = []
     for t in req["topics"]:
         topic = ctx.topic(t["name"])
         allowed = topic is not None and ctx.may(Operation.DESCRIBE, T, t["name"])
-        partitions = []
+        partitions: list[bodies.ListOffsetsResponsePartitions] = []
         for p in t["partitions"]:
-            entry = {
+            entry: bodies.ListOffsetsResponsePartitions = {
                 "partition_index": p["partition_index"],
                 "error_code": E.NONE,
                 "timestamp": -1,
@@ -103,14 +105,16 @@ async def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def handle_delete_records(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    topics = []
+async def handle_delete_records(
+    ctx: RequestContext, req: bodies.DeleteRecordsRequest
+) -> bodies.DeleteRecordsResponse:
+    topics: list[bodies.DeleteRecordsResponseTopics] = []
     for t in req["topics"]:
         topic = ctx.topic(t["name"])
         allowed = topic is not None and ctx.may(Operation.DELETE, T, t["name"])
-        partitions = []
+        partitions: list[bodies.DeleteRecordsResponsePartitions] = []
         for p in t["partitions"]:
-            entry = {
+            entry: bodies.DeleteRecordsResponsePartitions = {
                 "partition_index": p["partition_index"],
                 "low_watermark": -1,
                 "error_code": E.NONE,

@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from data_plane.acl import Operation
 from data_plane.broker.handlers.context import CloseConnection, E, Handler, RequestContext, T
 from data_plane.metadata.model import TopicInfo
+from data_plane.protocol import bodies
 from data_plane.protocol.messages import init_producer_id as init_producer_id_api
 from data_plane.protocol.messages import produce
 from data_plane.protocol.messages import produce as produce_api
+from data_plane.protocol.types import Buffer
 
 logger = logging.getLogger("millrace.broker")
 
 _unserved_logged: set[tuple[str, str, int]] = set()  # (host, client id, version), bounded
 
 
-def _unserved_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+def _unserved_produce(ctx: RequestContext, req: bodies.ProduceRequest) -> bodies.ProduceResponse:
     """Produce v0-2: advertised as Kafka 4 does, answered UNSUPPORTED_VERSION everywhere."""
     seen = (ctx.host, ctx.client_id, ctx.version)
     if seen not in _unserved_logged:
@@ -62,19 +63,21 @@ def _unserved_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any
     }
 
 
-async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any] | None:
+async def handle_produce(
+    ctx: RequestContext, req: bodies.ProduceRequest
+) -> bodies.ProduceResponse | None:
     if ctx.version < produce.SERVED_FROM:
         return _unserved_produce(ctx, req)
     svc = ctx.services
     tenant_id = ctx.principal.tenant_id
     acks = req["acks"]
-    results = []
+    results: list[bodies.ProduceResponseResponses] = []
     total_bytes = 0
     # The partitions that passed the checks, each with its response entry.
-    appends: list[tuple[TopicInfo, int, Any]] = []
-    entries: list[dict[str, Any]] = []
+    appends: list[tuple[TopicInfo, int, Buffer]] = []
+    entries: list[bodies.ProduceResponsePartitionResponses] = []
     for t in req["topic_data"]:
-        partitions = []
+        partitions: list[bodies.ProduceResponsePartitionResponses] = []
         topic = ctx.topic(t["name"])
         allowed = topic is not None and ctx.may(Operation.WRITE, T, t["name"])
         for p in t["partition_data"]:
@@ -92,7 +95,7 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                 code = E.CORRUPT_MESSAGE
             elif svc.tenants.tenant_over_storage(tenant_id):
                 code, message = E.POLICY_VIOLATION, "tenant storage limit reached"
-            entry = {
+            entry: bodies.ProduceResponsePartitionResponses = {
                 "index": p["index"],
                 "error_code": code,
                 "base_offset": -1,
@@ -102,7 +105,7 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
                 "error_message": message,
             }
             partitions.append(entry)
-            if code == E.NONE and topic is not None:
+            if code == E.NONE and topic is not None and records is not None:
                 appends.append((topic, p["index"], records))
                 entries.append(entry)
         results.append({"name": t["name"], "partition_responses": partitions})
@@ -137,9 +140,11 @@ async def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> dict[str, 
     return {"responses": results, "throttle_time_ms": throttle}
 
 
-async def handle_init_producer_id(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_init_producer_id(
+    ctx: RequestContext, req: bodies.InitProducerIdRequest
+) -> bodies.InitProducerIdResponse:
     """An id and epoch for an idempotent producer (transactions are not supported yet)."""
-    if req.get("transactional_id") is not None:
+    if req["transactional_id"] is not None:
         return {
             "throttle_time_ms": 0,
             "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 from data_plane.acl import (
     Operation,
@@ -18,9 +17,11 @@ from data_plane.broker.handlers.context import (
 )
 from data_plane.broker.ports import AdminError
 from data_plane.metadata.model import TopicInfo
+from data_plane.protocol import bodies
 from data_plane.protocol.messages import create_partitions as create_partitions_api
 from data_plane.protocol.messages import create_topics as create_topics_api
 from data_plane.protocol.messages import delete_topics as delete_topics_api
+from data_plane.protocol.types import ZERO_UUID
 
 logger = logging.getLogger("millrace.broker")
 
@@ -38,7 +39,9 @@ def _tenant_topic_by_id(ctx: RequestContext, topic_id: uuid.UUID) -> TopicInfo |
     return topic if topic is not None and topic.tenant_id == ctx.principal.tenant_id else None
 
 
-def _assignment_refusal(ctx: RequestContext, topic: dict[str, Any]) -> tuple[int, str] | None:
+def _assignment_refusal(
+    ctx: RequestContext, topic: bodies.CreateTopicsRequestTopics
+) -> tuple[int, str] | None:
     """Why a CreateTopics entry's replica assignments cannot be served, or None.
 
     Only an operator places replicas; as in Kafka, the assignments replace the partition
@@ -59,12 +62,14 @@ def _assignment_refusal(ctx: RequestContext, topic: dict[str, Any]) -> tuple[int
     return None
 
 
-async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_topics(
+    ctx: RequestContext, req: bodies.CreateTopicsRequest
+) -> bodies.CreateTopicsResponse:
     svc = ctx.services
-    results = []
+    results: list[bodies.CreateTopicsResponseTopics] = []
     for t in req["topics"]:
         name = t["name"]
-        entry: dict[str, Any] = {
+        entry: bodies.CreateTopicsResponseTopics = {
             "name": name,
             "error_code": E.NONE,
             "error_message": None,
@@ -77,7 +82,7 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
             entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
             continue
         assignment = None
-        if t.get("assignments"):
+        if t["assignments"]:
             refusal = _assignment_refusal(ctx, t)
             if refusal is not None:
                 entry["error_code"], entry["error_message"] = refusal
@@ -92,7 +97,7 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
         rf = t["replication_factor"] if t["replication_factor"] > 0 else None
         if assignment is not None:
             partitions, rf = len(assignment), len(assignment[0])
-        configs = {c["name"]: c["value"] for c in t.get("configs", [])}
+        configs = {c["name"]: c["value"] for c in t["configs"]}
         try:
             await blocking(
                 svc.store.create_topic,
@@ -101,7 +106,7 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
                 partitions,
                 rf,
                 configs,
-                req.get("validate_only", False),
+                req["validate_only"],
                 assignment,
             )
             entry["num_partitions"] = partitions
@@ -112,21 +117,24 @@ async def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_topics(
+    ctx: RequestContext, req: bodies.DeleteTopicsRequest
+) -> bodies.DeleteTopicsResponse:
     svc = ctx.services
     names = list(req.get("topic_names") or [])
     for t in req.get("topics") or []:
-        if t.get("name"):
+        if t["name"]:
             names.append(t["name"])
-        elif t.get("topic_id"):
+        elif t["topic_id"]:
             found = _tenant_topic_by_id(ctx, t["topic_id"])
             names.append(found.name if found else "")
-    results = []
+    results: list[bodies.DeleteTopicsResponseResponses] = []
     for name in names:
         topic = ctx.topic(name)
-        entry: dict[str, Any] = {
+        entry: bodies.DeleteTopicsResponseResponses = {
             "name": name,
-            "topic_id": topic.topic_id if topic else None,
+            # Not None: topic_id is not nullable (the encoder writes None as this zero id anyway).
+            "topic_id": topic.topic_id if topic else ZERO_UUID,
             "error_code": E.NONE,
             "error_message": None,
         }
@@ -144,30 +152,34 @@ async def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> dict
     return {"throttle_time_ms": 0, "responses": results}
 
 
-async def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_partitions(
+    ctx: RequestContext, req: bodies.CreatePartitionsRequest
+) -> bodies.CreatePartitionsResponse:
     svc = ctx.services
-    results = []
+    results: list[bodies.CreatePartitionsResponseResults] = []
     for t in req["topics"]:
         name = t["name"]
-        entry: dict[str, Any] = {"name": name, "error_code": E.NONE, "error_message": None}
+        entry: bodies.CreatePartitionsResponseResults = {
+            "name": name,
+            "error_code": E.NONE,
+            "error_message": None,
+        }
         results.append(entry)
         if ctx.topic(name) is None:
             entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
         elif not ctx.may(Operation.ALTER, T, name):
             entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
-        elif t.get("assignments") and not ctx.principal.operator:
+        elif t["assignments"] and not ctx.principal.operator:
             entry["error_code"], entry["error_message"] = E.POLICY_VIOLATION, MANAGED_PLACEMENT
         else:
-            assignment = (
-                [a["broker_ids"] for a in t["assignments"]] if t.get("assignments") else None
-            )
+            assignment = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
             try:
                 await blocking(
                     svc.store.create_partitions,
                     ctx.principal,
                     name,
                     t["count"],
-                    req.get("validate_only", False),
+                    req["validate_only"],
                     assignment,
                 )
             except AdminError as exc:
