@@ -23,7 +23,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -198,30 +199,47 @@ class ReplicaManager:
 
     # --- roles -----------------------------------------------------------------------------
 
-    def apply(self, snapshot: MetadataSnapshot) -> None:
-        """Take up the roles the snapshot gives this broker (called on the event loop)."""
-        me = self.broker_id
+    def apply(
+        self, snapshot: MetadataSnapshot, topics: Collection[uuid.UUID] | None = None
+    ) -> None:
+        """Take up the roles the snapshot gives this broker (called on the event loop).
+
+        ``topics``: only these topics changed (created, altered or deleted); None: any may
+        have (a full snapshot, or the live brokers moved), so every role is checked."""
+        changed: set[uuid.UUID] | None = None
+        if topics is None:
+            wanted = [t for ts in snapshot.topics.values() for t in ts.values()]
+        else:
+            found = [snapshot.topic_by_id(topic_id) for topic_id in topics]
+            wanted = [t for t in found if t is not None]
+            changed = set(topics)
         seen: set[TopicPartition] = set()
-        for topics in snapshot.topics.values():
-            for topic in topics.values():
-                for p in topic.partitions:
-                    if p.leader != me and me not in p.replicas:
-                        continue
-                    tp = TopicPartition(topic.topic_id, p.index)
-                    seen.add(tp)
-                    if p.leader == me:
-                        self._lead(topic, p, tp)
-                    elif p.leader is not None and len(p.replicas) > 1:
-                        self._follow(topic, p, tp)
-                    else:
-                        self._stop_following(tp)
-                        self._resign(tp)
+        for topic in wanted:
+            self._take_roles(topic, seen)
+        # Roles the snapshot no longer gives (of the changed topics only, given some).
         for tp in [tp for tp in self.leaders if tp not in seen]:
-            self._resign(tp)
+            if changed is None or tp.topic_id in changed:
+                self._resign(tp)
         for tp in [tp for tp in self.followed if tp not in seen]:
-            self._stop_following(tp)
+            if changed is None or tp.topic_id in changed:
+                self._stop_following(tp)
         for leader_id in [i for i, f in self.fetchers.items() if not f.partitions()]:
             self.fetchers.pop(leader_id).stop()
+
+    def _take_roles(self, topic: TopicInfo, seen: set[TopicPartition]) -> None:
+        me = self.broker_id
+        for p in topic.partitions:
+            if p.leader != me and me not in p.replicas:
+                continue
+            tp = TopicPartition(topic.topic_id, p.index)
+            seen.add(tp)
+            if p.leader == me:
+                self._lead(topic, p, tp)
+            elif p.leader is not None and len(p.replicas) > 1:
+                self._follow(topic, p, tp)
+            else:
+                self._stop_following(tp)
+                self._resign(tp)
 
     def _lead(self, topic: TopicInfo, p: PartitionInfo, tp: TopicPartition) -> None:
         self._stop_following(tp)

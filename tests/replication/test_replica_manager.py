@@ -264,3 +264,21 @@ def test_an_append_that_rolls_a_segment_runs_off_the_event_loop(manager):
     main = threading.main_thread().name
     assert threads[0] == main and threads[1] != main
     assert len(log.segments) == 2
+
+
+def test_a_partial_apply_touches_only_the_changed_topics(manager):
+    t = topic((ME,))
+    other = TopicInfo(7, "payments", uuid.UUID(int=43), t.partitions, {})
+    both = MetadataSnapshot(topics={7: {t.name: t, other.name: other}})
+    manager.apply(both)
+    kept, _ = manager.leader_partition(other, 0)
+    # "orders" is deleted; the partial apply names only it.
+    manager.apply(MetadataSnapshot(topics={7: {other.name: other}}), topics=[t.topic_id])
+    assert manager.leader_partition(t, 0)[0] is None
+    assert manager.leader_partition(other, 0)[0] is kept  # untouched, not rebuilt
+    # A partial apply that does not name a topic leaves its role alone even if the
+    # snapshot it is given lacks it; a full apply does not.
+    manager.apply(MetadataSnapshot(), topics=[])
+    assert manager.leader_partition(other, 0)[0] is kept
+    manager.apply(MetadataSnapshot())
+    assert manager.leader_partition(other, 0)[0] is None
