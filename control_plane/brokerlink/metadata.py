@@ -206,6 +206,13 @@ class DjangoMetadataSource:
         keys = _keys(ids) if ids else {}
         return {tenant_id: keys.get(tenant_id, {}) for tenant_id in ids}
 
+    def stop_listening(self) -> None:
+        with self._listen_lock:
+            if self._listener is not None:
+                with contextlib.suppress(Exception):
+                    self._listener.close()
+                self._listener = None
+
     def wait_for_change(self, timeout: float) -> bool:
         """LISTEN on Postgres; elsewhere just wait (the caller polls)."""
         if connection.vendor != "postgresql":

@@ -22,3 +22,9 @@ class DjangoMetadataStore(
         DjangoMetadataSource.__init__(self)
         DjangoCredentials.__init__(self, allow_anonymous=allow_anonymous)
         DjangoBrokerRegistry.__init__(self, dev_listener=allow_anonymous)
+
+    def close(self) -> None:
+        """Let go of the LISTEN connection and the liveness lock (tests; the broker
+        process ends with ``deregister_broker``)."""
+        self.stop_listening()
+        self._liveness.release()

@@ -10,7 +10,9 @@ the change, so they commit or roll back with it. Versions must grow in commit or
 reader that saw version 11 must never later find a 10): on Postgres a deferred constraint
 trigger (migration 0001) stamps ``version`` at commit time under an advisory lock, so
 stamping is the last thing a transaction does and a transaction that never commits never
-takes the lock; on SQLite writers are serialized, and the row id is the version.
+takes the lock; on SQLite writers are serialized already. Either way a version is the
+newest one plus one: versions have no gaps, so a reader at a version older than the oldest
+row left knows that rows were pruned and reads a full snapshot.
 """
 
 from __future__ import annotations

@@ -87,9 +87,11 @@ def record_metadata_change(kind: str, **fields: Any) -> None:
                 kind=kind[:64], scope=scope, tenant_id=tenant, topic_id=topic_id
             )
             if connection.vendor != "postgresql":
-                # Writers are serialized here (SQLite): the row id is the commit order. On
-                # Postgres the commit-time trigger stamps the version (models.py).
-                MetadataChange.objects.filter(pk=row.pk).update(version=row.pk)
+                # Writers are serialized here (SQLite holds its write lock from the insert
+                # to the commit): the next version now is the next in commit order. On
+                # Postgres the commit-time trigger stamps it (models.py).
+                newest = MetadataChange.objects.aggregate(v=Max("version"))["v"] or 0
+                MetadataChange.objects.filter(pk=row.pk).update(version=newest + 1)
             if row.pk % PRUNE_EVERY == 0:
                 prune_metadata_changes()
 

@@ -6,13 +6,13 @@ from django.db import migrations, models
 # The advisory lock 1297239365 ("MRME"), an arbitrary constant, orders stamping and
 # nothing else.
 STAMP_SQL = """
-CREATE SEQUENCE core_metadatachange_version_seq;
 CREATE FUNCTION core_metadatachange_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     -- Held until this transaction's commit is visible: versions grow in commit order.
     PERFORM pg_advisory_xact_lock(1297239365);
+    -- The newest version plus one: gapless, so a reader can tell pruned from never.
     UPDATE core_metadatachange
-       SET version = nextval('core_metadatachange_version_seq')
+       SET version = (SELECT coalesce(max(version), 0) + 1 FROM core_metadatachange)
      WHERE id = NEW.id;
     RETURN NULL;
 END
@@ -26,7 +26,6 @@ CREATE CONSTRAINT TRIGGER core_metadatachange_stamp
 UNSTAMP_SQL = """
 DROP TRIGGER IF EXISTS core_metadatachange_stamp ON core_metadatachange;
 DROP FUNCTION IF EXISTS core_metadatachange_stamp();
-DROP SEQUENCE IF EXISTS core_metadatachange_version_seq;
 """
 
 
