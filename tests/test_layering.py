@@ -37,3 +37,30 @@ def test_there_are_pure_modules_to_check():
 def test_pure_module_imports(path):
     bad = {m for m in imported_modules(path) if m.split(".")[0] in FORBIDDEN}
     assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+# The broker's ports, its in-memory store and its metadata cache are pure too: broker unit
+# tests run them without Django.
+BROKER_PURE = [
+    ROOT / "data_plane" / "broker" / name
+    for name in ("ports.py", "model.py", "memory_store.py", "metadata_cache.py")
+]
+
+
+@pytest.mark.parametrize("path", BROKER_PURE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_broker_ports_are_pure(path):
+    bad = {m for m in imported_modules(path) if m.split(".")[0] in FORBIDDEN}
+    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_only_the_broker_command_imports_brokerlink():
+    """The Django adapters of the broker ports are the broker process's business alone."""
+    brokerlink = ROOT / "control_plane" / "brokerlink"
+    importers = sorted(
+        str(p.relative_to(ROOT))
+        for top in ("control_plane", "data_plane", "frontend")
+        for p in (ROOT / top).rglob("*.py")
+        if brokerlink not in p.parents
+        and any(m.startswith("control_plane.brokerlink") for m in imported_modules(p))
+    )
+    assert importers == []

@@ -1,4 +1,5 @@
-"""Use cases for tenants and memberships. Every write records an audit event."""
+"""Use cases for tenants and memberships. Every write records an audit event; tenant
+changes also reach brokers (``notify_metadata_changed``: their limits are enforced there)."""
 
 from __future__ import annotations
 
