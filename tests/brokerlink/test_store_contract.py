@@ -17,6 +17,7 @@ import scramp
 
 from data_plane.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from data_plane.broker.memory_store import MemoryStore
+from data_plane.broker.metadata_cache import MetadataCache
 from data_plane.broker.model import Principal
 from data_plane.broker.ports import AdminError, MetadataStore
 from data_plane.groups.model import GroupRecord, GroupState, MemberRecord, OffsetRecord
@@ -250,6 +251,42 @@ def test_broker_registration_changes_the_live_list(world: World) -> None:
     store.deregister_broker(2)
     assert sorted(store.live_brokers()) == [1]
     assert sorted(store.snapshot().brokers) == [1]
+
+
+def test_a_cache_kept_by_deltas_sees_what_a_snapshot_sees(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    admin = world.principal(acme)
+    brokers(store, 1, 2)
+    cache = MetadataCache()
+    assert cache.refresh(store).full
+    steps = [
+        lambda: store.create_topic(admin, "orders", 2, 2, {}, False),
+        lambda: store.create_topic(admin, "audit", 1, 1, {}, False),
+        lambda: store.create_partitions(admin, "orders", 3, False),
+        lambda: store.alter_topic_configs(admin, "orders", {"retention.ms": "1000"}, False),
+        lambda: store.create_acl(admin, acl("User:admin")),
+        lambda: world.key(acme),
+        lambda: world.revoke(admin.key_id or ""),
+        lambda: world.tenant("globex"),
+        lambda: store.delete_topic(world.principal(acme), "audit"),
+        lambda: store.controlled_shutdown(2),
+    ]
+    for step in steps:
+        step()
+        result = cache.refresh(store)
+        assert result.changed and not result.full
+        cached, fresh = cache.snapshot, store.snapshot()
+        assert cached.version == fresh.version
+        assert (cached.tenants, cached.topics, cached.acls) == (
+            fresh.tenants,
+            fresh.topics,
+            fresh.acls,
+        )
+        assert (cached.keys, cached.active_keys) == (fresh.keys, fresh.active_keys)
+        assert cached.brokers == fresh.brokers
+        assert cached.topic_index == fresh.topic_index
+    assert not cache.refresh(store).changed
 
 
 # --- Credentials ------------------------------------------------------------------------------
