@@ -114,6 +114,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "channels",
     "control_plane.core",
+    "control_plane.brokerlink",
     "control_plane.tenancy",
     "control_plane.catalog",
     "control_plane.groups",
@@ -299,6 +300,11 @@ MILLRACE_DEFAULT_PARTITIONS = envint("MILLRACE_DEFAULT_PARTITIONS", 1, minimum=1
 # leaderships (brokers renew every quarter of it); this bounds failover after a crash.
 MILLRACE_BROKER_LEASE_SECONDS = envint("MILLRACE_BROKER_LEASE_SECONDS", 3, minimum=1)
 MILLRACE_CLUSTER_ID = envstr("MILLRACE_CLUSTER_ID", "millrace-cluster")
+# How long the metadata change log keeps a change (core/models.py): a broker whose metadata
+# is older than that reads a full snapshot instead of the changes.
+MILLRACE_METADATA_CHANGE_RETENTION_SECONDS = envint(
+    "MILLRACE_METADATA_CHANGE_RETENTION_SECONDS", 3600, minimum=60
+)
 # The Kafka listener of `manage.py broker` (and the one `manage.py up` starts).
 MILLRACE_BROKER_HOST = envstr("MILLRACE_BROKER_HOST", "127.0.0.1")
 MILLRACE_BROKER_PORT = envint("MILLRACE_BROKER_PORT", 9092, minimum=0)

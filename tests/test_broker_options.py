@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.management.base import CommandError
 
-from control_plane.core.management.commands.broker import broker_id_from, port_for
+from control_plane.brokerlink.management.commands.broker import broker_id_from, port_for
 
 
 def test_broker_id_is_a_number_or_the_pod_ordinal_plus_one():

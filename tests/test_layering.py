@@ -54,3 +54,30 @@ def test_the_console_reads_role_tables_from_the_access_app_not_the_api_views():
             if any(n.startswith("control_plane.api.views") for n in names):
                 bad.add(str(path.relative_to(ROOT)))
     assert not bad, f"{sorted(bad)} import control_plane.api.views"
+
+
+# The broker's ports, its in-memory store and its metadata cache are pure too: broker unit
+# tests run them without Django.
+BROKER_PURE = [
+    ROOT / "data_plane" / "broker" / name
+    for name in ("ports.py", "memory_store.py", "metadata_cache.py")
+]
+
+
+@pytest.mark.parametrize("path", BROKER_PURE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_broker_ports_are_pure(path):
+    bad = {m for m in imported_modules(path) if m.split(".")[0] in FORBIDDEN}
+    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_only_the_broker_command_imports_brokerlink():
+    """The Django adapters of the broker ports are the broker process's business alone."""
+    brokerlink = ROOT / "control_plane" / "brokerlink"
+    importers = sorted(
+        str(p.relative_to(ROOT))
+        for top in ("control_plane", "data_plane", "frontend")
+        for p in (ROOT / top).rglob("*.py")
+        if brokerlink not in p.parents
+        and any(m.startswith("control_plane.brokerlink") for m in imported_modules(p))
+    )
+    assert importers == []

@@ -41,14 +41,15 @@ def test_metadata_changes_are_notified_after_commit(tenant_a):
         key = access_services.create_api_key(SYSTEM, sa).api_key
         access_services.revoke_api_key(SYSTEM, key)
         catalog_services.delete_topic(SYSTEM, topic)
-        payloads = [json.loads(n.payload) for n in listener.notifies(timeout=5, stop_after=3)]
+        payloads = [json.loads(n.payload) for n in listener.notifies(timeout=5, stop_after=4)]
     assert [p["kind"] for p in payloads] == [
         "topic.created",
+        "access.api_key_created",
         "access.api_key_revoked",
         "topic.deleted",
     ]
     assert payloads[0]["topic_id"] == str(topic.topic_id)
-    assert payloads[1]["key_id"] == key.key_id
+    assert payloads[1]["key_id"] == payloads[2]["key_id"] == key.key_id
 
 
 @pytest.mark.django_db(transaction=True)

@@ -201,6 +201,9 @@ def create_api_key(
         created_by=actor.user if actor.user is not None and actor.user.pk else None,
         expires_at=expires_at,
     )
+    # Brokers learn of the key with their next metadata change (their sweep of revoked
+    # keys compares connections against the set of usable keys).
+    notify_metadata_changed("access.api_key_created", tenant=sa.tenant_id, key_id=key.key_id)
     record_event(
         actor,
         tenant=sa.tenant,

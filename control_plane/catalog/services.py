@@ -197,7 +197,9 @@ def assign_unassigned_partitions() -> int:
                 replicas=replicas, leader=replicas[0], isr=replicas
             )
             done += 1
-        notify_metadata_changed("topic.partitions_assigned", topic_id=str(topic.topic_id))
+        notify_metadata_changed(
+            "topic.partitions_assigned", tenant=topic.tenant_id, topic_id=str(topic.topic_id)
+        )
     return done
 
 

@@ -93,7 +93,12 @@ def _cas(
     if not updated:
         return None
     topic_id = str(partition.topic.topic_id)
-    notify_metadata_changed("partition.changed", topic_id=topic_id, partition=partition.index)
+    notify_metadata_changed(
+        "partition.changed",
+        tenant=partition.topic.tenant_id,
+        topic_id=topic_id,
+        partition=partition.index,
+    )
     epoch = partition.leader_epoch + (1 if new_leader else 0)
     logger.info(
         "partition %s-%s: leader %s -> %s (epoch %s), isr %s (%s)",

@@ -1,7 +1,7 @@
 """Use cases for consumer groups: what the coordinator stores, and what tenants may change.
 
 The broker's coordinator calls the ``store_*`` / ``load_*`` functions through its metadata
-port (``control_plane.core.broker_store``); people and the REST API call ``delete_group``
+port (``control_plane.brokerlink.groups``); people and the REST API call ``delete_group``
 and ``reset_offsets``, which refuse to touch a group that has members, as Kafka's tools do.
 """
 

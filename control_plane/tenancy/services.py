@@ -1,4 +1,5 @@
-"""Use cases for tenants and memberships. Every write records an audit event."""
+"""Use cases for tenants and memberships. Every write records an audit event; tenant
+changes also reach brokers (``notify_metadata_changed``: their limits are enforced there)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.db import IntegrityError, transaction
 from control_plane.audit.services import record_event
 from control_plane.core.actor import Actor
 from control_plane.core.errors import AlreadyExists, InvalidInput, NotPermitted
+from control_plane.core.notify import notify_metadata_changed
 from control_plane.tenancy.models import SLUG_VALIDATOR, Membership, Role, Tenant
 
 LIMIT_FIELDS = (
@@ -88,6 +90,7 @@ def create_tenant(
             tenant = Tenant.objects.create(slug=slug, name=name.strip(), **limits)
     except IntegrityError:
         raise AlreadyExists(f"a tenant with slug {slug!r} already exists", field="slug") from None
+    notify_metadata_changed("tenant.created", tenant=tenant.pk)
     record_event(
         actor,
         tenant=tenant,
@@ -129,6 +132,7 @@ def update_tenant(
     if tenant_snapshot(tenant) == before:
         return tenant  # nothing changed: no write, no event
     tenant.save()
+    notify_metadata_changed("tenant.updated", tenant=tenant.pk)
     record_event(
         actor,
         tenant=tenant,

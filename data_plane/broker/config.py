@@ -22,6 +22,9 @@ class BrokerConfig:
     allow_anonymous: bool = False
     max_request_bytes: int = 100 * 2**20
     metadata_refresh_seconds: float = 1.0
+    # A whole snapshot now and then, whatever the version says (writes that bypassed the
+    # services); deltas otherwise.
+    metadata_full_refresh_seconds: float | None = 300.0
     heartbeat_seconds: float = 2.0
     default_partitions: int = 1
     revocation_check_seconds: float = 1.0

@@ -1,8 +1,21 @@
-"""The narrow interface the broker needs from the metadata store.
+"""The narrow interfaces the broker needs from the control plane, one per concern.
 
-Implementations: the Django/Postgres adapter in ``control_plane.core.broker_store`` and an
-in-memory one for tests. Methods are synchronous (the broker calls them from worker threads,
-never on its event loop) and return plain values from :mod:`data_plane.metadata.model`.
+* :class:`MetadataSource`: what brokers see (tenants, topics, partitions, ACLs, keys,
+  live brokers), as a snapshot or as the changes after a version.
+* :class:`Credentials`: who a SASL user is (SCRAM credentials, principals, PLAIN).
+* :class:`BrokerRegistry`: the broker's own life (register, lease, shutdown) and the
+  controller questions it asks (AlterPartition, producer ids, placing new partitions).
+* :class:`Admin`: Kafka admin requests, run through the control plane's services.
+* :class:`GroupStore` (the group coordinator's, ``data_plane.groups.coordinator``):
+  consumer groups and committed offsets.
+
+:class:`MetadataStore` is all of them: what ``manage.py broker`` hands the broker.
+Implementations: the Django/Postgres adapters in ``control_plane.brokerlink`` and
+:class:`data_plane.broker.memory_store.MemoryStore`; one contract suite
+(``tests/brokerlink/test_store_contract.py``) runs against both.
+
+Methods are synchronous (the broker calls them from worker threads, never on its event
+loop) and return plain values from :mod:`data_plane.metadata.model`.
 """
 
 from __future__ import annotations
@@ -11,8 +24,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from data_plane.groups.model import GroupRecord, OffsetRecord
-from data_plane.metadata.model import MetadataSnapshot, Principal
+from data_plane.groups.coordinator import GroupStore
+from data_plane.metadata.model import BrokerInfo, MetadataDelta, MetadataSnapshot, Principal
+
+__all__ = [
+    "Admin",
+    "AdminError",
+    "BrokerRegistry",
+    "Credentials",
+    "GroupStore",
+    "MetadataSource",
+    "MetadataStore",
+    "ScramCredentials",
+]
 
 
 @dataclass(frozen=True)
@@ -32,14 +56,39 @@ class AdminError(Exception):
         self.message = message
 
 
-class MetadataStore(Protocol):
+class MetadataSource(Protocol):
+    """Metadata as brokers see it.
+
+    Every committed change to what brokers see bumps the store's metadata version (one
+    counter for the whole cluster, increasing in commit order). A broker holding a
+    snapshot at version ``v`` asks ``metadata_version()`` (cheap) and, only if it moved,
+    ``changes_since(v)``; ``snapshot()`` is for the first read and for a delta that the
+    store can no longer give. The live broker list is time-dependent (heartbeat leases
+    lapse without any commit), so it is read on its own with ``live_brokers()``.
+    """
+
     def snapshot(self) -> MetadataSnapshot: ...
 
     def wait_for_change(self, timeout: float) -> bool:
         """Block up to ``timeout`` s for a change notification (False: poll anyway)."""
         ...
 
-    # --- authentication ---------------------------------------------------------------
+    def metadata_version(self) -> int:
+        """The version of the newest committed change (0 before any); one cheap read."""
+        ...
+
+    def changes_since(self, version: int) -> MetadataDelta | None:
+        """What changed after ``version``, re-read; None if the store no longer knows
+        (the change log was pruned past it, or it is from another store): take a
+        ``snapshot()``."""
+        ...
+
+    def live_brokers(self) -> Mapping[int, BrokerInfo]:
+        """The brokers counted as live right now (running, lease not expired)."""
+        ...
+
+
+class Credentials(Protocol):
     def scram_credentials(self, key_id: str, mechanism: str) -> ScramCredentials | None: ...
 
     def principal_for_key(self, key_id: str) -> Principal | None:
@@ -52,7 +101,8 @@ class MetadataStore(Protocol):
         """The principal of the optional unauthenticated listener (``default`` tenant)."""
         ...
 
-    # --- brokers ------------------------------------------------------------------------
+
+class BrokerRegistry(Protocol):
     def register_broker(
         self,
         broker_id: int,
@@ -92,7 +142,12 @@ class MetadataStore(Protocol):
         """Place partitions that have no replicas yet over the live brokers; the count."""
         ...
 
-    # --- admin, through the control plane's services (audit included) -------------------
+
+class Admin(Protocol):
+    """Admin requests, through the control plane's services (validation, tenant limits,
+    audit). A refused request raises :class:`AdminError` and changes nothing;
+    ``validate_only`` runs every check and changes nothing."""
+
     def create_topic(
         self,
         principal: Principal,
@@ -127,23 +182,9 @@ class MetadataStore(Protocol):
 
     def delete_acls(self, principal: Principal, matcher: Callable[[Any], bool]) -> list[Any]: ...
 
-    # Consumer groups (the coordinator's GroupStore) -------------------------------------
-
-    def load_group(self, tenant_id: int, group_id: str) -> GroupRecord | None: ...
-
-    def save_group(self, record: GroupRecord) -> None: ...
-
-    def commit_offsets(
-        self, tenant_id: int, group_id: str, offsets: list[OffsetRecord]
-    ) -> None: ...
-
-    def fetch_offsets(self, tenant_id: int, group_id: str) -> list[OffsetRecord]: ...
-
-    def delete_offsets(
-        self, tenant_id: int, group_id: str, partitions: list[tuple[str, int]]
-    ) -> None: ...
-
-    def list_groups(self, tenant_id: int) -> list[GroupRecord]: ...
+    def delete_group(self, principal: Principal, group_id: str) -> bool:
+        """Delete an empty group (audited); False if none; AdminError if it has members."""
+        ...
 
     def audit(
         self,
@@ -157,6 +198,6 @@ class MetadataStore(Protocol):
         OffsetDelete), with the acting principal."""
         ...
 
-    def delete_group(self, principal: Principal, group_id: str) -> bool:
-        """Delete an empty group (audited); False if none; AdminError if it has members."""
-        ...
+
+class MetadataStore(MetadataSource, Credentials, BrokerRegistry, Admin, GroupStore, Protocol):
+    """Every port at once: what ``manage.py broker`` hands the broker."""

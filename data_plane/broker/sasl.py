@@ -16,7 +16,7 @@ from typing import Any
 
 import scramp  # type: ignore[import-untyped]
 
-from data_plane.broker.ports import MetadataStore
+from data_plane.broker.ports import Credentials
 from data_plane.metadata.model import Principal
 
 logger = logging.getLogger("millrace.broker.sasl")
@@ -53,7 +53,7 @@ class SaslSession:
     def __init__(
         self,
         mechanism: str,
-        store: MetadataStore,
+        store: Credentials,
         lookup: Lookup,
         *,
         fake_secret: bytes = b"",

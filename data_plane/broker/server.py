@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl
 import threading
@@ -42,6 +43,7 @@ from data_plane.broker.connection import Connection
 from data_plane.broker.handlers.context import Services
 from data_plane.broker.heartbeat import Heartbeat
 from data_plane.broker.limits import FailureDelays, MemoryPool
+from data_plane.broker.metadata_cache import MetadataCache, Refresh
 from data_plane.broker.metrics import BrokerMetrics, BrokerState, HealthServer
 from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
@@ -55,6 +57,9 @@ logger = logging.getLogger("millrace.broker")
 T = TypeVar("T")
 
 PRODUCER_ID_BLOCK = 1000
+# How often the tenants' storage on this broker is recounted from the logs (retention and
+# compaction shrink them; appends are added as they happen).
+STORAGE_RECOUNT_SECONDS = 5.0
 
 __all__ = ["Broker", "BrokerConfig"]
 
@@ -64,6 +69,9 @@ class Broker:
         self.config = config
         self.store = store
         self.snapshot = MetadataSnapshot()
+        # Versions and deltas (metadata_cache.py): a refresh reads only what changed.
+        self.metadata = MetadataCache(full_refresh_seconds=config.metadata_full_refresh_seconds)
+        self._storage_counted = -STORAGE_RECOUNT_SECONDS
         self.quotas = ByteRateQuotas()
         self.logs = LogManager(config.data_dir, self._config_for_topic)
         self._server: asyncio.base_events.Server | None = None
@@ -434,31 +442,48 @@ class Broker:
                 logger.exception("metadata refresh failed")
                 time.sleep(1)
 
-    async def refresh_metadata(self) -> None:
+    async def refresh_metadata(self, *, full: bool = False) -> None:
+        """Bring the metadata up to date (``metadata_cache``): nothing is read beyond the
+        version and the live brokers when the version has not moved; otherwise only the
+        changed topics and tenants. Roles and logs are then reconciled for what changed."""
         async with self._refresh_lock:
             started = time.monotonic()
-            snapshot = await self.call_store(self.store.snapshot)
-            unassigned = any(
-                not p.replicas
-                for topics in snapshot.topics.values()
-                for t in topics.values()
-                for p in t.partitions
+            change = await self.call_store(
+                functools.partial(self.metadata.refresh, full=full), self.store
             )
-            placed = 0
-            if unassigned:
+            if self.metadata.unassigned_topics:
                 placed = await self.call_store(self.store.assign_unassigned_partitions)
-            if placed:
-                snapshot = await self.call_store(self.store.snapshot)
-            self.snapshot = snapshot
+                if placed:
+                    change = _merged(
+                        change, await self.call_store(self.metadata.refresh, self.store)
+                    )
+            # The version was read after ``started``, so active_keys is current as of then
+            # even when nothing changed (the revocation sweep relies on it).
             self.snapshot_read_at = started
-            self.replicas.apply(snapshot)
-            await asyncio.to_thread(self._reconcile_logs, snapshot)
+            snapshot = self.metadata.snapshot
+            self.snapshot = snapshot
+            # A whole snapshot, or a broker that came or went: every role is checked.
+            topics = None if change.full or change.brokers else change.topics
+            if topics is None or topics:
+                self.replicas.apply(snapshot, topics)
+            recount = started - self._storage_counted >= STORAGE_RECOUNT_SECONDS
+            if topics is None or topics or recount:
+                await asyncio.to_thread(self._reconcile_logs, snapshot, topics, recount)
 
-    def _reconcile_logs(self, snapshot: MetadataSnapshot) -> None:
-        topics = {t.topic_id: t for ts in snapshot.topics.values() for t in ts.values()}
+    def _reconcile_logs(
+        self,
+        snapshot: MetadataSnapshot,
+        topics: frozenset[uuid.UUID] | None = None,
+        recount: bool = True,
+    ) -> None:
+        """Delete the logs of deleted partitions and of replicas moved away, give open logs
+        their topic's config (``topics``: only those topics changed), and recount the
+        tenants' storage on this broker (``recount``; appends add to it in between)."""
         me = self.config.broker_id
-        for tp in self.logs.partitions():
-            topic = topics.get(tp.topic_id)
+        held = self.logs.partitions()
+        changed = held if topics is None else [tp for tp in held if tp.topic_id in topics]
+        for tp in changed:
+            topic = snapshot.topic_by_id(tp.topic_id)
             if topic is None or tp.partition >= topic.partition_count:
                 self.logs.delete(tp)
                 continue
@@ -474,9 +499,12 @@ class Broker:
                 wanted = self.config_for(topic)
                 if log.config != wanted:
                     log.config = wanted
+        if not recount:
+            return
+        self._storage_counted = time.monotonic()
         storage: dict[int, int] = {}
         for tp in self.logs.partitions():
-            topic = topics.get(tp.topic_id)
+            topic = snapshot.topic_by_id(tp.topic_id)
             log = self.logs.get(tp)
             if topic is not None and log is not None:
                 storage[topic.tenant_id] = storage.get(topic.tenant_id, 0) + log.size_bytes
@@ -597,3 +625,14 @@ class Broker:
     def auth_failure_delay(self, host: str) -> float:
         """Seconds to hold back a failed login from ``host`` (``limits.FailureDelays``)."""
         return self._auth_failures.failed(host)
+
+
+def _merged(first: Refresh, then: Refresh) -> Refresh:
+    """What two refreshes in a row changed together."""
+    return Refresh(
+        full=first.full or then.full,
+        topics=first.topics | then.topics,
+        tenants=first.tenants | then.tenants,
+        brokers=first.brokers or then.brokers,
+        keys=first.keys or then.keys,
+    )

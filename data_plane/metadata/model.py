@@ -1,7 +1,9 @@
-"""Immutable metadata the broker works from, refreshed as a whole (copy-on-write).
+"""Immutable metadata the broker works from, replaced as a whole (copy-on-write).
 
 A :class:`MetadataSnapshot` is replaced, never mutated, so request handlers read a
-consistent view without locks.
+consistent view without locks. A new snapshot is either read whole from the store or built
+from the previous one and a :class:`MetadataDelta` (``metadata_cache.py``), sharing the
+maps of every tenant the delta does not touch.
 """
 
 from __future__ import annotations
@@ -88,6 +90,10 @@ class BrokerInfo:
         return self.host, self.port
 
 
+# A tenant's usable API keys: key id -> when it expires (Unix seconds), None for never.
+KeyExpiry = Mapping[str, float | None]
+
+
 @dataclass(frozen=True)
 class MetadataSnapshot:
     tenants: Mapping[int, TenantInfo] = field(default_factory=dict)
@@ -98,20 +104,52 @@ class MetadataSnapshot:
     # keys usable right now; a connection whose key drops out of this set is closed
     active_keys: frozenset[str] = frozenset()
     cluster_id: str = "millrace"
+    # The store's metadata version this snapshot is at least as new as (0: unknown).
     version: int = 0
+    # tenant id -> its usable keys and their expiry: what a per-tenant key delta replaces,
+    # and how the cache drops a key at its expiry without asking the store.
+    keys: Mapping[int, KeyExpiry] = field(default_factory=dict)
+    # topic id -> topic; built from ``topics`` when not given (the cache passes the one it
+    # updated incrementally), so ``topic_by_id`` is a dictionary lookup.
+    topic_index: Mapping[uuid.UUID, TopicInfo] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.topic_index is None:
+            index = {t.topic_id: t for ts in self.topics.values() for t in ts.values()}
+            object.__setattr__(self, "topic_index", index)
 
     def topic(self, tenant_id: int, name: str) -> TopicInfo | None:
         return self.topics.get(tenant_id, {}).get(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        for topics in self.topics.values():
-            for topic in topics.values():
-                if topic.topic_id == topic_id:
-                    return topic
-        return None
+        assert self.topic_index is not None  # set in __post_init__
+        return self.topic_index.get(topic_id)
 
     def tenant_topics(self, tenant_id: int) -> Mapping[str, TopicInfo]:
         return self.topics.get(tenant_id, {})
 
     def tenant_acls(self, tenant_id: int) -> tuple[AclBinding, ...]:
         return self.acls.get(tenant_id, ())
+
+
+@dataclass(frozen=True)
+class MetadataDelta:
+    """What changed after a metadata version: the re-read rows of the changed scopes only.
+
+    Every mapping holds whole, current values for what it names (a tenant's row, a topic
+    with all its partitions, all of a tenant's ACLs, all of a tenant's usable keys), so
+    applying a delta twice, or a delta older than the snapshot, changes nothing wrong.
+    """
+
+    version: int  # the newest change this delta covers
+    tenants: Mapping[int, TenantInfo | None] = field(default_factory=dict)  # None: gone
+    topics: Mapping[uuid.UUID, TopicInfo | None] = field(default_factory=dict)  # None: deleted
+    acls: Mapping[int, tuple[AclBinding, ...]] = field(default_factory=dict)
+    keys: Mapping[int, KeyExpiry] = field(default_factory=dict)
+    brokers: bool = False  # the broker list changed (registered, fenced, shutting down)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.tenants or self.topics or self.acls or self.keys or self.brokers)

@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from control_plane.core.broker_store import DjangoMetadataStore
+from control_plane.brokerlink.store import DjangoMetadataStore
 from data_plane import internal_auth
 from data_plane.broker.server import Broker, BrokerConfig
 from data_plane.groups.coordinator import CoordinatorConfig

@@ -1,0 +1,535 @@
+"""One contract for every implementation of the broker's ports (the nats-server pattern).
+
+Each test runs against the in-memory store (``data_plane.broker.memory_store``) and the
+Django adapters (``control_plane.brokerlink``, on the test database, committing as
+production does). Seeding differs (``World``); what the broker can observe must not.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import scramp
+
+from data_plane.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+from data_plane.broker.memory_store import MemoryStore
+from data_plane.broker.metadata_cache import MetadataCache
+from data_plane.broker.ports import AdminError, MetadataStore
+from data_plane.groups.model import GroupRecord, GroupState, MemberRecord, OffsetRecord
+from data_plane.metadata.model import Principal
+from data_plane.protocol.errors import ErrorCode
+
+
+class World:
+    """Seeds tenants and keys in one store the way its users would (services for Django)."""
+
+    store: MetadataStore
+
+    def tenant(self, slug: str, **limits: Any) -> int:
+        raise NotImplementedError
+
+    def key(self, tenant_id: int, service_account: str = "app") -> tuple[str, str]:
+        raise NotImplementedError
+
+    def revoke(self, key_id: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def principal(self, tenant_id: int) -> Principal:
+        """A principal of the tenant acting through an API key (admin requests)."""
+        key_id, _ = self.key(tenant_id, "admin")
+        found = self.store.principal_for_key(key_id)
+        assert found is not None
+        return found
+
+
+class MemoryWorld(World):
+    def __init__(self) -> None:
+        self.store = self.memory = MemoryStore(lease_seconds=10)
+
+    def tenant(self, slug: str, **limits: Any) -> int:
+        return self.memory.add_tenant(slug, **limits)
+
+    def key(self, tenant_id: int, service_account: str = "app") -> tuple[str, str]:
+        return self.memory.add_key(tenant_id, service_account)
+
+    def revoke(self, key_id: str) -> None:
+        self.memory.revoke_key(key_id)
+
+
+class DjangoWorld(World):
+    def __init__(self) -> None:
+        from control_plane.brokerlink.store import DjangoMetadataStore
+
+        self.store = self.django = DjangoMetadataStore()
+
+    def close(self) -> None:
+        self.django.close()
+
+    def tenant(self, slug: str, **limits: Any) -> int:
+        from control_plane.core.actor import Actor
+        from control_plane.tenancy import services
+
+        return services.create_tenant(Actor.system(), slug=slug, name=slug, limits=limits).pk
+
+    def key(self, tenant_id: int, service_account: str = "app") -> tuple[str, str]:
+        from control_plane.access import services
+        from control_plane.access.models import ServiceAccount
+        from control_plane.core.actor import Actor
+        from control_plane.tenancy.models import Tenant
+
+        tenant = Tenant.objects.get(pk=tenant_id)
+        sa = ServiceAccount.objects.filter(tenant=tenant, name=service_account).first()
+        if sa is None:
+            sa = services.create_service_account(Actor.system(), tenant, name=service_account)
+        created = services.create_api_key(Actor.system(), sa)
+        return created.api_key.key_id, created.secret
+
+    def revoke(self, key_id: str) -> None:
+        from control_plane.access import services
+        from control_plane.access.models import ApiKey
+        from control_plane.core.actor import Actor
+
+        services.revoke_api_key(Actor.system(), ApiKey.objects.get(key_id=key_id))
+
+
+@pytest.fixture(
+    params=[
+        "memory",
+        # The adapters commit (and stamp versions at commit), as in production.
+        pytest.param("django", marks=pytest.mark.django_db(transaction=True)),
+    ]
+)
+def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    world = MemoryWorld() if request.param == "memory" else DjangoWorld()
+    yield world
+    world.close()
+
+
+def acl(principal: str = "User:app", name: str = "orders") -> AclBinding:
+    return AclBinding(
+        principal=principal,
+        resource_type=ResourceType.TOPIC,
+        pattern_type=PatternType.LITERAL,
+        resource_name=name,
+        operation=Operation.READ,
+        permission=Permission.ALLOW,
+    )
+
+
+def brokers(store: MetadataStore, *ids: int) -> None:
+    for broker_id in ids:
+        store.register_broker(broker_id, "127.0.0.1", 9000 + broker_id, None)
+
+
+def refused(code: ErrorCode, fn: Any, *args: Any, **kwargs: Any) -> None:
+    with pytest.raises(AdminError) as raised:
+        fn(*args, **kwargs)
+    assert raised.value.error_code == code, raised.value.message
+
+
+# --- MetadataSource ---------------------------------------------------------------------------
+
+
+def test_snapshot_holds_tenants_topics_acls_keys_and_live_brokers(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme", max_partitions=50)
+    admin = world.principal(acme)
+    key_id, _ = world.key(acme, "app")
+    brokers(store, 1, 2)
+    store.create_topic(admin, "orders", 3, 2, {"retention.ms": "60000"}, False)
+    store.create_acl(admin, acl())
+
+    snap = store.snapshot()
+    assert snap.tenants[acme].slug == "acme"
+    assert snap.tenants[acme].max_partitions == 50
+    topic = snap.topic(acme, "orders")
+    assert topic is not None
+    assert [p.index for p in topic.partitions] == [0, 1, 2]
+    assert all(len(p.replicas) == 2 and p.leader == p.replicas[0] for p in topic.partitions)
+    assert all(set(p.isr) == set(p.replicas) for p in topic.partitions)
+    assert topic.configs == {"retention.ms": 60000}
+    assert snap.topic_by_id(topic.topic_id) == topic
+    assert [(b.principal, b.resource_name) for b in snap.tenant_acls(acme)] == [
+        ("User:app", "orders")
+    ]
+    assert key_id in snap.active_keys
+    assert key_id in snap.keys[acme]
+    assert sorted(snap.brokers) == [1, 2]
+    assert snap.version == store.metadata_version()
+
+
+def test_every_change_moves_the_version(world: World) -> None:
+    store = world.store
+    seen = [store.metadata_version()]
+
+    def moved() -> None:
+        now = store.metadata_version()
+        assert now > seen[-1]
+        seen.append(now)
+
+    acme = world.tenant("acme")
+    moved()
+    admin = world.principal(acme)  # a key
+    moved()
+    brokers(store, 1)
+    moved()
+    store.create_topic(admin, "orders", 1, 1, {}, False)
+    moved()
+    store.create_partitions(admin, "orders", 2, False)
+    moved()
+    store.alter_topic_configs(admin, "orders", {"retention.ms": "1000"}, False)
+    moved()
+    store.create_acl(admin, acl("User:admin"))
+    moved()
+    store.delete_acls(admin, lambda b: True)
+    moved()
+    world.revoke(admin.key_id or "")
+    moved()
+    store.delete_topic(world.principal(acme), "orders")
+    moved()
+    assert store.snapshot().version == seen[-1]
+
+
+def test_changes_since_rereads_only_the_changed_scopes(world: World) -> None:
+    store = world.store
+    acme, globex = world.tenant("acme"), world.tenant("globex")
+    a, g = world.principal(acme), world.principal(globex)
+    brokers(store, 1)
+    store.create_topic(a, "orders", 1, 1, {}, False)
+    store.create_topic(a, "audit", 1, 1, {}, False)
+    store.create_topic(g, "orders", 1, 1, {}, False)
+    start = store.metadata_version()
+    assert store.changes_since(start) is not None
+    assert store.changes_since(start).empty  # type: ignore[union-attr]
+
+    store.create_partitions(a, "orders", 3, False)
+    delta = store.changes_since(start)
+    assert delta is not None and delta.version == store.metadata_version()
+    orders = store.snapshot().topic(acme, "orders")
+    assert orders is not None
+    assert dict(delta.topics) == {orders.topic_id: orders}
+    assert not delta.tenants and not delta.acls and not delta.keys
+
+    mark = store.metadata_version()
+    store.create_acl(g, acl("User:admin"))
+    key_id, _ = world.key(acme)
+    world.revoke(key_id)
+    delta = store.changes_since(mark)
+    assert delta is not None
+    assert set(delta.acls) == {globex}
+    assert [b.principal for b in delta.acls[globex]] == ["User:admin"]
+    assert set(delta.keys) == {acme}
+    assert key_id not in delta.keys[acme] and a.key_id in delta.keys[acme]
+    assert not delta.topics
+
+    mark = store.metadata_version()
+    store.delete_topic(a, "audit")
+    later = world.tenant("initech")
+    delta = store.changes_since(mark)
+    assert delta is not None
+    assert list(delta.topics.values()) == [None]
+    assert delta.tenants[later] is not None and delta.tenants[later].slug == "initech"
+
+    assert store.changes_since(store.metadata_version() + 100) is None
+
+
+def test_broker_registration_changes_the_live_list(world: World) -> None:
+    store = world.store
+    mark = store.metadata_version()
+    brokers(store, 1, 2)
+    assert sorted(store.live_brokers()) == [1, 2]
+    assert store.live_brokers()[2].port == 9002
+    delta = store.changes_since(mark)
+    assert delta is not None and delta.brokers
+    store.deregister_broker(2)
+    assert sorted(store.live_brokers()) == [1]
+    assert sorted(store.snapshot().brokers) == [1]
+
+
+def test_a_cache_kept_by_deltas_sees_what_a_snapshot_sees(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    admin = world.principal(acme)
+    brokers(store, 1, 2)
+    cache = MetadataCache()
+    assert cache.refresh(store).full
+    steps = [
+        lambda: store.create_topic(admin, "orders", 2, 2, {}, False),
+        lambda: store.create_topic(admin, "audit", 1, 1, {}, False),
+        lambda: store.create_partitions(admin, "orders", 3, False),
+        lambda: store.alter_topic_configs(admin, "orders", {"retention.ms": "1000"}, False),
+        lambda: store.create_acl(admin, acl("User:admin")),
+        lambda: world.key(acme),
+        lambda: world.revoke(admin.key_id or ""),
+        lambda: world.tenant("globex"),
+        lambda: store.delete_topic(world.principal(acme), "audit"),
+        lambda: store.controlled_shutdown(2),
+    ]
+    for step in steps:
+        step()
+        result = cache.refresh(store)
+        assert result.changed and not result.full
+        cached, fresh = cache.snapshot, store.snapshot()
+        assert cached.version == fresh.version
+        assert (cached.tenants, cached.topics, cached.acls) == (
+            fresh.tenants,
+            fresh.topics,
+            fresh.acls,
+        )
+        assert (cached.keys, cached.active_keys) == (fresh.keys, fresh.active_keys)
+        assert cached.brokers == fresh.brokers
+        assert cached.topic_index == fresh.topic_index
+    assert not cache.refresh(store).changed
+
+
+# --- Credentials ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_credentials_are_derived_from_the_secret(world: World, mechanism: str) -> None:
+    acme = world.tenant("acme")
+    key_id, secret = world.key(acme, "app")
+    creds = world.store.scram_credentials(key_id, mechanism)
+    assert creds is not None
+    _, stored, server, _ = scramp.ScramMechanism(mechanism).make_auth_info(
+        secret, iteration_count=creds.iterations, salt=creds.salt
+    )
+    assert (creds.stored_key, creds.server_key) == (stored, server)
+    assert world.store.scram_credentials("MRKNOSUCHKEY0000000", mechanism) is None
+
+
+def test_principals_of_active_keys_only(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    key_id, secret = world.key(acme, "app")
+    principal = store.principal_for_key(key_id)
+    assert principal is not None
+    assert (principal.tenant_id, principal.tenant_slug) == (acme, "acme")
+    assert (principal.name, principal.key_id) == ("User:app", key_id)
+    assert store.verify_plain(key_id, secret) == principal
+    assert store.verify_plain(key_id, secret + "x") is None
+    assert store.verify_plain("MRKNOSUCHKEY0000000", secret) is None
+    assert store.anonymous_principal() is None  # no unauthenticated listener
+
+    world.revoke(key_id)
+    assert store.principal_for_key(key_id) is None
+    assert store.verify_plain(key_id, secret) is None
+    assert store.scram_credentials(key_id, "SCRAM-SHA-256") is None
+    assert key_id not in store.snapshot().active_keys
+
+
+# --- BrokerRegistry ---------------------------------------------------------------------------
+
+
+def test_alter_partition_is_a_compare_and_set(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    brokers(store, 1, 2)
+    store.create_topic(world.principal(acme), "orders", 1, 2, {}, False)
+    topic = store.snapshot().topic(acme, "orders")
+    assert topic is not None
+    p = topic.partitions[0]
+    assert p.leader is not None
+    tid = str(topic.topic_id)
+    shrunk = [p.leader]
+
+    stale = store.alter_partition(tid, 0, p.leader, p.leader_epoch, p.partition_epoch - 1, shrunk)
+    assert stale[0] == ErrorCode.INVALID_UPDATE_VERSION
+    assert stale[1:] == (p.leader_epoch, p.partition_epoch, p.isr)
+    fenced = store.alter_partition(tid, 0, p.leader, p.leader_epoch + 1, p.partition_epoch, shrunk)
+    assert fenced[0] == ErrorCode.FENCED_LEADER_EPOCH
+    outsider = store.alter_partition(tid, 0, p.leader, p.leader_epoch, p.partition_epoch, [9])
+    assert outsider[0] == ErrorCode.INVALID_REQUEST
+    unknown = store.alter_partition(str(uuid.uuid4()), 0, 1, 0, 0, [1])
+    assert unknown[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    mark = store.metadata_version()
+    done = store.alter_partition(tid, 0, p.leader, p.leader_epoch, p.partition_epoch, shrunk)
+    assert done == (ErrorCode.NONE, p.leader_epoch, p.partition_epoch + 1, tuple(shrunk))
+    after = store.snapshot().topic(acme, "orders")
+    assert after is not None and after.partitions[0].isr == tuple(shrunk)
+    delta = store.changes_since(mark)
+    assert delta is not None and set(delta.topics) == {topic.topic_id}
+    again = store.alter_partition(tid, 0, p.leader, p.leader_epoch, p.partition_epoch, p.isr)
+    assert again[0] == ErrorCode.INVALID_UPDATE_VERSION  # the epoch it was decided from moved
+
+
+def test_producer_id_blocks_never_overlap(world: World) -> None:
+    first = world.store.allocate_producer_ids(1000)
+    second = world.store.allocate_producer_ids(10)
+    third = world.store.allocate_producer_ids(1000)
+    assert second >= first + 1000
+    assert third >= second + 10
+
+
+def test_partitions_made_before_brokers_are_placed_when_they_come(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    store.create_topic(world.principal(acme), "early", 2, 1, {}, False)
+    topic = store.snapshot().topic(acme, "early")
+    assert topic is not None and all(not p.replicas and p.leader is None for p in topic.partitions)
+    brokers(store, 1)
+    mark = store.metadata_version()
+    assert store.assign_unassigned_partitions() == 2
+    topic = store.snapshot().topic(acme, "early")
+    assert topic is not None and [p.replicas for p in topic.partitions] == [(1,), (1,)]
+    delta = store.changes_since(mark)
+    assert delta is not None and delta.topics[topic.topic_id] == topic
+    assert store.assign_unassigned_partitions() == 0
+
+
+def test_controlled_shutdown_moves_leadership_to_another_in_sync_replica(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    brokers(store, 1, 2)
+    store.create_topic(world.principal(acme), "orders", 2, 2, {}, False)
+    assert store.controlled_shutdown(1) == 0
+    topic = store.snapshot().topic(acme, "orders")
+    assert topic is not None
+    assert all(p.leader == 2 and p.isr == (2,) for p in topic.partitions)
+    assert 1 not in store.live_brokers()
+
+
+# --- Admin ------------------------------------------------------------------------------------
+
+
+def test_refused_and_validate_only_requests_leave_nothing_behind(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme", max_partitions=4)
+    admin = world.principal(acme)
+    brokers(store, 1)
+    store.create_topic(admin, "orders", 2, 1, {}, False)
+    store.create_topic(admin, "a.b", 1, 1, {}, False)
+    store.create_acl(admin, acl("User:admin"))
+    before, version = store.snapshot(), store.metadata_version()
+
+    refused(ErrorCode.TOPIC_ALREADY_EXISTS, store.create_topic, admin, "orders", 1, 1, {}, False)
+    refused(ErrorCode.TOPIC_ALREADY_EXISTS, store.create_topic, admin, "a_b", 1, 1, {}, False)
+    refused(ErrorCode.POLICY_VIOLATION, store.create_topic, admin, "big", 2, 1, {}, False)
+    refused(ErrorCode.INVALID_TOPIC_EXCEPTION, store.create_topic, admin, "a b", 1, 1, {}, False)
+    refused(ErrorCode.INVALID_PARTITIONS, store.create_topic, admin, "zero", 0, 1, {}, False)
+    refused(ErrorCode.INVALID_REPLICATION_FACTOR, store.create_topic, admin, "rf", 1, 2, {}, False)
+    bad = {"retention.ms": "soon"}
+    refused(ErrorCode.INVALID_CONFIG, store.create_topic, admin, "cfg", 1, 1, bad, False)
+    refused(ErrorCode.INVALID_CONFIG, store.create_topic, admin, "cfg", 1, 1, {"nope": "1"}, False)
+    plan = [[1, 1]]
+    refused(
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        store.create_topic,
+        admin,
+        "p",
+        1,
+        None,
+        {},
+        False,
+        plan,
+    )
+    refused(ErrorCode.INVALID_PARTITIONS, store.create_partitions, admin, "orders", 1, False)
+    refused(ErrorCode.POLICY_VIOLATION, store.create_partitions, admin, "orders", 4, False)
+    refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, store.create_partitions, admin, "x", 3, False)
+    refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, store.delete_topic, admin, "x")
+    refused(
+        ErrorCode.INVALID_CONFIG, store.alter_topic_configs, admin, "orders", {"nope": "1"}, False
+    )
+    refused(ErrorCode.TOPIC_ALREADY_EXISTS, store.create_acl, admin, acl("User:admin"))
+    refused(ErrorCode.INVALID_REQUEST, store.create_acl, admin, acl("User:nobody"))
+    refused(ErrorCode.INVALID_REQUEST, store.create_acl, admin, acl(name=""))
+    store.create_topic(admin, "dry", 1, 1, {}, True)
+    store.create_partitions(admin, "orders", 3, True)
+    store.alter_topic_configs(admin, "orders", {"retention.ms": "1000"}, True)
+
+    after = store.snapshot()
+    assert store.metadata_version() == version
+    assert after.topics == before.topics
+    assert after.acls == before.acls
+
+
+def test_delete_acls_returns_what_it_deleted(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    admin = world.principal(acme)
+    store.create_acl(admin, acl("User:admin", "orders"))
+    store.create_acl(admin, acl("User:admin", "audit"))
+    mark = store.metadata_version()
+    assert store.delete_acls(admin, lambda b: b.resource_name == "nothing") == []
+    assert store.metadata_version() == mark
+    deleted = store.delete_acls(admin, lambda b: b.resource_name == "orders")
+    assert [b.resource_name for b in deleted] == ["orders"]
+    assert [b.resource_name for b in store.snapshot().tenant_acls(acme)] == ["audit"]
+
+
+# --- groups -----------------------------------------------------------------------------------
+
+
+def _group(tenant_id: int, state: GroupState, members: int) -> GroupRecord:
+    member = MemberRecord("m-1", None, "client", "/127.0.0.1", 10_000, 20_000, b"meta", b"asg")
+    return GroupRecord(
+        tenant_id,
+        "g1",
+        state,
+        3,
+        "consumer",
+        "range",
+        "m-1" if members else None,
+        (member,) * members,
+        int(time.time()) * 1000,
+    )
+
+
+def test_groups_and_offsets_round_trip(world: World) -> None:
+    store = world.store
+    acme, globex = world.tenant("acme"), world.tenant("globex")
+    admin = world.principal(acme)
+    brokers(store, 1)
+    store.create_topic(admin, "orders", 2, 1, {}, False)
+
+    stable = _group(acme, GroupState.STABLE, 1)
+    store.save_group(stable)
+    assert store.load_group(acme, "g1") == stable
+    assert store.load_group(globex, "g1") is None
+    assert store.list_groups(acme) == [stable]
+    assert store.list_groups(globex) == []
+
+    now = int(time.time()) * 1000
+    store.commit_offsets(
+        acme,
+        "g1",
+        [
+            OffsetRecord("orders", 0, 10, 1, "m", now),
+            OffsetRecord("orders", 1, 20, 1, None, now),
+            OffsetRecord("gone", 0, 5, 1, None, now),  # no such topic: not kept
+        ],
+    )
+    key = sorted
+    assert key(store.fetch_offsets(acme, "g1"), key=lambda o: o.partition) == [
+        OffsetRecord("orders", 0, 10, 1, "m", now),
+        OffsetRecord("orders", 1, 20, 1, None, now),
+    ]
+    store.delete_offsets(acme, "g1", [("orders", 0)])
+    assert [o.partition for o in store.fetch_offsets(acme, "g1")] == [1]
+    assert store.fetch_offsets(globex, "g1") == []
+
+    refused(ErrorCode.NON_EMPTY_GROUP, store.delete_group, admin, "g1")
+    store.save_group(_group(acme, GroupState.EMPTY, 0))
+    assert store.delete_group(admin, "g1") is True
+    assert store.load_group(acme, "g1") is None
+    assert store.fetch_offsets(acme, "g1") == []
+    assert store.delete_group(admin, "g1") is False
+
+
+def test_committing_offsets_creates_an_empty_group(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    brokers(store, 1)
+    store.create_topic(world.principal(acme), "orders", 1, 1, {}, False)
+    store.commit_offsets(acme, "fresh", [OffsetRecord("orders", 0, 1, 0, None, 0)])
+    group = store.load_group(acme, "fresh")
+    assert group is not None and group.state == GroupState.EMPTY and group.members == ()
+    assert [o.offset for o in store.fetch_offsets(acme, "fresh")] == [1]
