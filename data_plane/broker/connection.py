@@ -22,7 +22,7 @@ from data_plane.broker.handlers import DISPATCH
 from data_plane.broker.handlers.context import CloseConnection, RequestContext, Services
 from data_plane.broker.limits import MemoryPool
 from data_plane.broker.metrics import BrokerMetrics
-from data_plane.broker.ports import MetadataStore
+from data_plane.broker.ports import Credentials
 from data_plane.broker.sasl import MECHANISMS, SaslFailed, SaslSession
 from data_plane.log.segment import FileSlice
 from data_plane.metadata.model import Principal
@@ -57,7 +57,7 @@ class ConnectionHost(Protocol):
     def services(self) -> Services: ...
 
     @property
-    def store(self) -> MetadataStore: ...
+    def store(self) -> Credentials: ...
 
     @property
     def request_memory(self) -> MemoryPool: ...

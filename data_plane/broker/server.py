@@ -109,7 +109,7 @@ class Broker:
             cluster=self,
             tenants=self,
             producer_ids=self,
-            store=store,
+            admin=store,
             replicas=self.replicas,
             groups=self.groups,
             quotas=self.quotas,

@@ -127,7 +127,7 @@ async def handle_create_acls(
                 host=c["host"],
             )
             binding.validate()
-            await blocking(svc.store.create_acl, ctx.principal, binding)
+            await blocking(svc.admin.create_acl, ctx.principal, binding)
         except (KeyError, InvalidAclBinding) as exc:
             entry["error_code"], entry["error_message"] = E.INVALID_REQUEST, str(exc)
         except AdminError as exc:
@@ -153,7 +153,7 @@ async def handle_delete_acls(
             )
             continue
         deleted = await blocking(
-            svc.store.delete_acls, ctx.principal, lambda binding, f=f: _filter_matches(f, binding)
+            svc.admin.delete_acls, ctx.principal, lambda binding, f=f: _filter_matches(f, binding)
         )
         results.append(
             {

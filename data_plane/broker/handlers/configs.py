@@ -117,7 +117,7 @@ async def _apply_config_changes(
 ) -> None:
     try:
         await blocking(
-            ctx.services.store.alter_topic_configs,
+            ctx.services.admin.alter_topic_configs,
             ctx.principal,
             topic.name,
             changes,

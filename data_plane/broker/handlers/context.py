@@ -27,7 +27,7 @@ from data_plane.acl import (
     authorize,
 )
 from data_plane.broker.metrics import BrokerMetrics
-from data_plane.broker.ports import MetadataStore
+from data_plane.broker.ports import Admin
 from data_plane.broker.quotas import ByteRateQuotas
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
@@ -94,7 +94,7 @@ class Services:
     cluster: Cluster
     tenants: TenantLimits
     producer_ids: ProducerIds
-    store: MetadataStore  # admin changes and audit, through the control plane's services
+    admin: Admin  # admin changes and audit, through the control plane's services
     replicas: ReplicaManager
     groups: GroupCoordinator
     quotas: ByteRateQuotas
@@ -184,7 +184,7 @@ async def audit(
     to record it is logged, and the request is still answered."""
     try:
         await blocking(
-            ctx.services.store.audit, ctx.principal, action, object_type, object_repr, after
+            ctx.services.admin.audit, ctx.principal, action, object_type, object_repr, after
         )
     except Exception:
         logger.exception("could not audit %s of %s %s", action, object_type, object_repr)

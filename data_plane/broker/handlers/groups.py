@@ -509,7 +509,7 @@ async def _delete_group(ctx: RequestContext, group_id: str) -> ErrorCode:
         return exc.code
     deleted = False
     try:
-        deleted = await blocking(ctx.services.store.delete_group, ctx.principal, group_id)
+        deleted = await blocking(ctx.services.admin.delete_group, ctx.principal, group_id)
     except AdminError as exc:
         return ErrorCode(exc.error_code)
     finally:

@@ -99,7 +99,7 @@ async def _auto_create(ctx: RequestContext, name: str) -> int:
         return E.INVALID_TOPIC_EXCEPTION
     try:
         await blocking(
-            ctx.services.store.create_topic,
+            ctx.services.admin.create_topic,
             ctx.principal,
             name,
             ctx.services.tenants.default_partitions(ctx.principal.tenant_id),

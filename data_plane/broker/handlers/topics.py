@@ -100,7 +100,7 @@ async def handle_create_topics(
         configs = {c["name"]: c["value"] for c in t["configs"]}
         try:
             await blocking(
-                svc.store.create_topic,
+                svc.admin.create_topic,
                 ctx.principal,
                 name,
                 partitions,
@@ -145,7 +145,7 @@ async def handle_delete_topics(
             entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
         else:
             try:
-                await blocking(svc.store.delete_topic, ctx.principal, name)
+                await blocking(svc.admin.delete_topic, ctx.principal, name)
             except AdminError as exc:
                 entry["error_code"], entry["error_message"] = exc.error_code, exc.message
     await svc.metadata.refresh_metadata()
@@ -175,7 +175,7 @@ async def handle_create_partitions(
             assignment = [a["broker_ids"] for a in t["assignments"]] if t["assignments"] else None
             try:
                 await blocking(
-                    svc.store.create_partitions,
+                    svc.admin.create_partitions,
                     ctx.principal,
                     name,
                     t["count"],
