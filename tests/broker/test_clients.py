@@ -382,7 +382,7 @@ def test_missing_acl_is_topic_authorization_failed(kafka):
 
 def test_perf_tools_produce_and_consume(kafka):
     """`manage.py perf` runs against a SASL endpoint and reports JSON (no timing asserted)."""
-    from data_plane.broker import perf
+    from bench import perf
 
     name = topic_name("perf")
     confluent_create(kafka, kafka.admin_a, name, partitions=1)

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from data_plane.broker import perf
+from bench import perf
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""Console page benchmark: ``python -m frontend.bench_console`` (``make bench-console``).
+"""Console page benchmark: ``python -m bench.console`` (``make bench-console``).
 
 One SASL broker and the web tier (daphne on ``control_plane.asgi`` with DEBUG off, as
 deployed) on loopback, on a throwaway Postgres database (dropped at the end). The
@@ -28,9 +28,9 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import emit, manage, stop_process
-from data_plane.broker.bench_replication import sasl_broker
+from bench import perf
+from bench.broker import emit, manage, stop_process
+from bench.replication import sasl_broker
 
 TARGET_P95_MS = 300
 PASSWORD = "bench-console-pw-123!"
@@ -194,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.topics, args.groups, args.requests = 20, 3, 3
-    from control_plane.streams.bench import start_web
-    from data_plane.broker.bench import free_port
+    from bench.broker import free_port
+    from bench.streams import start_web
 
     work = Path(tempfile.mkdtemp(prefix="millrace-bench-console-"))
     name = f"millrace_bench_console_{os.getpid()}"

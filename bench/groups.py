@@ -1,4 +1,4 @@
-"""Group benchmark: ``python -m data_plane.groups.bench [--quick]`` (``make bench-groups``).
+"""Group benchmark: ``python -m bench.groups [--quick]`` (``make bench-groups``).
 
 Starts one broker (development listener, tenant quotas raised, production defaults for
 the group settings) pinned to CPU 1 and drives it from CPU 0 with confluent-kafka. The
@@ -43,8 +43,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import bench_broker, bench_env, manage, metadata_database
+from bench import perf
+from bench.broker import bench_broker, bench_env, manage, metadata_database
 
 PARTITIONS = 12
 SESSION_TIMEOUT_MS = 6_000

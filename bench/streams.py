@@ -1,4 +1,4 @@
-"""Data API benchmark: ``python -m control_plane.streams.bench [--quick]``.
+"""Data API benchmark: ``python -m bench.streams [--quick]``.
 
 ``make bench-streams`` runs it. It starts one broker (SASL only) and the web tier (daphne
 on ``control_plane.asgi``, as in production) on loopback, on a throwaway Postgres database
@@ -37,9 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import ROOT, _rss_mb, emit, free_port, stop_process
-from data_plane.broker.bench_replication import sasl_broker
+from bench import perf
+from bench.broker import ROOT, _rss_mb, emit, free_port, stop_process
+from bench.replication import sasl_broker
 
 TOPIC = "bench-streams"
 PARTITIONS = 6

@@ -1,4 +1,4 @@
-"""Replication benchmark: ``python -m data_plane.broker.bench_replication [--quick]``.
+"""Replication benchmark: ``python -m bench.replication [--quick]``.
 
 ``make bench-replication`` runs it. It starts three brokers (ids 1-3, default settings) on
 loopback, sharing one throwaway Postgres database named after this process and dropped at
@@ -61,8 +61,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import (
+from bench import perf
+from bench.broker import (
     ROOT,
     bench_env,
     emit,

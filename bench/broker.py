@@ -1,4 +1,4 @@
-"""Broker benchmark: ``python -m data_plane.broker.bench [--quick]`` (``make bench-broker``).
+"""Broker benchmark: ``python -m bench.broker [--quick]`` (``make bench-broker``).
 
 Starts a broker (embedded metadata, development listener, quotas raised) pinned to CPU 1,
 drives it from this process pinned to CPU 0 with confluent-kafka, and measures Redis
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from data_plane.broker import perf
+from bench import perf
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 
 
