@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import perf
-from bench.broker import emit
-from bench.replication import sasl_broker
+from bench.common import emit, sasl_broker
 from data_plane.client import ClusterClient
 from data_plane.records.filter import RecordFilter
 from frontend.scan import Query, scan

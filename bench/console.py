@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import perf
-from bench.broker import emit, manage, stop_process
-from bench.replication import sasl_broker
+from bench.common import emit, free_port, manage, sasl_broker, start_web, stop_process
 
 TARGET_P95_MS = 300
 PASSWORD = "bench-console-pw-123!"
@@ -194,9 +193,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.topics, args.groups, args.requests = 20, 3, 3
-    from bench.broker import free_port
-    from bench.streams import start_web
-
     work = Path(tempfile.mkdtemp(prefix="millrace-bench-console-"))
     name = f"millrace_bench_console_{os.getpid()}"
     with sasl_broker(name, work) as (env, key, broker_port):

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import perf
-from bench.broker import bench_broker, bench_env, manage, metadata_database
+from bench.common import bench_broker, bench_env, emit, manage, metadata_database
 
 PARTITIONS = 12
 SESSION_TIMEOUT_MS = 6_000
@@ -58,10 +58,6 @@ SETTINGS_SCRIPT = (
     "'min_session_timeout_ms': s.MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS,"
     "'engine': s.DATABASES['default']['ENGINE']}))"
 )
-
-
-def _emit(name: str, **fields: Any) -> None:
-    print(json.dumps({"workload": name, **fields}), flush=True)
 
 
 # --- members (child processes) ------------------------------------------------------------
@@ -434,14 +430,14 @@ def _run(
     ):
         strategy_conf = conf | {"partition.assignment.strategy": strategy}
         result = add_fourth_member(strategy_conf, topics[PARTITIONS], repeats, args.timeout)
-        _emit(name, strategy=strategy, members_before=3, members_after=4, **common, **result)
+        emit(name, strategy=strategy, members_before=3, members_after=4, **common, **result)
     range_conf = conf | {"partition.assignment.strategy": "range"}
     result = kill9_member(range_conf, topics[PARTITIONS], repeats, args.timeout)
     target = (SESSION_TIMEOUT_MS + 1000) / 1000
-    _emit("rebalance_after_kill9", strategy="range", target_s=target, **common, **result)
+    emit("rebalance_after_kill9", strategy="range", target_s=target, **common, **result)
     commits = commit_latency(range_conf, topics[3], commit_seconds, args.timeout)
     baseline = store_baseline(database_url, work, commit_seconds)
-    _emit(
+    emit(
         "offset_commit_latency",
         metadata_store=common["metadata_store"],
         rate_per_s=COMMIT_RATE,

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing
 import os
 import re
@@ -62,14 +61,15 @@ from pathlib import Path
 from typing import Any
 
 from bench import perf
-from bench.broker import (
+from bench.common import (
+    CREDENTIALS_SCRIPT,
     ROOT,
     bench_env,
     emit,
     free_port,
-    manage,
     metadata_database,
     prepare_store,
+    shell_json,
     start_broker,
     stop_process,
 )
@@ -89,21 +89,6 @@ SETTINGS_SCRIPT = (
     "'replica_lag_time_max_ms': s.MILLRACE_REPLICA_LAG_TIME_MAX_MS,"
     "'replica_fetch_wait_ms': s.MILLRACE_REPLICA_FETCH_WAIT_MS}))"
 )
-# A service account of the default tenant (quotas raised) allowed everything, and its key.
-CREDENTIALS_SCRIPT = """
-import json
-from control_plane.access import services as access
-from control_plane.core.actor import Actor
-from control_plane.tenancy.models import Tenant
-actor, tenant = Actor.system(), Tenant.objects.get(slug="default")
-account = access.create_service_account(actor, tenant, name="bench-replication")
-for kind, name in (("cluster", "kafka-cluster"), ("topic", "*"), ("group", "*")):
-    access.create_acl(actor, tenant, principal=account.principal, resource_type=kind,
-                      pattern_type="literal", resource_name=name, operation="all",
-                      permission="allow")
-key = access.create_api_key(actor, account)
-print(json.dumps({"username": key.api_key.key_id, "password": key.secret}))
-"""
 # The body of the Celery beat entry "controller-tick": once a second, whatever a tick takes.
 CONTROLLER_SCRIPT = """
 import logging, os, time
@@ -775,48 +760,6 @@ def failover(
 # --- main -----------------------------------------------------------------------------------
 
 
-def _shell_json(env: dict[str, str], script: str) -> dict[str, Any]:
-    """The JSON line a ``manage.py shell`` script prints."""
-    lines = manage(env, "shell", "-c", script).splitlines()
-    found: dict[str, Any] = json.loads(next(line for line in lines if line.startswith("{")))
-    return found
-
-
-@contextlib.contextmanager
-def sasl_broker(
-    name: str, work: Path, extra_env: dict[str, str] | None = None
-) -> Iterator[tuple[dict[str, str], dict[str, str], int]]:
-    """(env, an API key that may do anything, port) of one SASL-only broker on loopback,
-    on a throwaway Postgres database ``name`` (dropped at the end; default tenant's quotas
-    raised). The broker stops when the block ends."""
-    with metadata_database("postgres", name) as url:
-        assert url is not None
-        env = bench_env(
-            work,
-            {
-                "DATABASE_URL": url,
-                "MILLRACE_DEFAULT_REPLICATION_FACTOR": "1",
-                "DJANGO_LOG_LEVEL": "WARNING",
-                **(extra_env or {}),
-            },
-        )
-        prepare_store(env)
-        key = _shell_json(env, CREDENTIALS_SCRIPT)
-        port = free_port()
-        broker = start_broker(
-            env,
-            port=port,
-            data_dir=work / "broker",
-            log_path=work / "broker.log",
-            broker_id=1,
-            anonymous=False,
-        )
-        try:
-            yield env, key, port
-        finally:
-            stop_process(broker)
-
-
 def _broker_log_problems(work: Path) -> None:
     """Tell stderr about tracebacks in the brokers' and the controller's logs."""
     for log in sorted(work.glob("*.log")):
@@ -892,8 +835,8 @@ def _run(
 ) -> None:
     from confluent_kafka.admin import AdminClient
 
-    settings = _shell_json(env, SETTINGS_SCRIPT)
-    key = _shell_json(env, CREDENTIALS_SCRIPT)
+    settings = shell_json(env, SETTINGS_SCRIPT)
+    key = shell_json(env, CREDENTIALS_SCRIPT)
     common = {
         "brokers": len(BROKER_IDS),
         "metadata_store": "postgres",

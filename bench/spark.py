@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import perf
-from bench.broker import emit
-from bench.replication import sasl_broker
+from bench.common import emit, sasl_broker
 
 TOPIC = "bench-spark"
 PARTITIONS = 6

@@ -31,8 +31,7 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from django.db import connection, connections
 
-from bench.broker import stop_process
-from bench.streams import start_web
+from bench.common import start_web, stop_process
 from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Role, Tenant
 from tests.broker.conftest import confluent_conf, free_port
