@@ -35,10 +35,10 @@ def emit(name: str, **fields: Any) -> None:
     print(json.dumps({"workload": name, **fields}), flush=True)
 
 
-def manage(env: dict[str, str], *args: str) -> str:
-    """Run one ``manage.py`` command to completion; its standard output."""
+def run_python(env: dict[str, str], *args: str) -> str:
+    """Run ``python ARGS`` in the repository with ``env`` to completion; its standard output."""
     result = subprocess.run(  # noqa: S603 - our own command line
-        [sys.executable, "manage.py", *args],
+        [sys.executable, *args],
         cwd=ROOT,
         env=env,
         check=True,
@@ -46,6 +46,19 @@ def manage(env: dict[str, str], *args: str) -> str:
         timeout=300,
     )
     return result.stdout.decode()
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run one ``manage.py`` command to completion; its standard output."""
+    return run_python(env, "manage.py", *args)
+
+
+def run_step(env: dict[str, str], module: str, *args: str) -> dict[str, Any]:
+    """Run a step inside Django (``python -m MODULE ARGS``: :mod:`bench.store`,
+    :mod:`bench.console_setup`) against the store ``env`` names; the JSON line it answers."""
+    lines = run_python(env, "-m", module, *args).splitlines()
+    found: dict[str, Any] = json.loads(next(line for line in lines if line.startswith("{")))
+    return found
 
 
 def bench_env(work: Path, extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -92,15 +105,7 @@ def metadata_database(choice: str, name: str) -> Iterator[str | None]:
 def prepare_store(env: dict[str, str]) -> None:
     """Migrate the metadata store and raise the default tenant's quotas."""
     manage(env, "migrate", "-v0")
-    manage(
-        env,
-        "shell",
-        "-c",
-        "from control_plane.core.bootstrap import ensure_first_admin as e; e();"
-        "from control_plane.tenancy.models import Tenant;"
-        "Tenant.objects.filter(slug='default').update(produce_byte_rate=2**40,"
-        " fetch_byte_rate=2**40, max_partitions=100000, max_storage_bytes=2**50)",
-    )
+    run_step(env, "bench.store", "prepare")
 
 
 def start_broker(
@@ -190,30 +195,6 @@ def rss_mb(pid: int) -> float:
     return -1.0
 
 
-# A service account of the default tenant (quotas raised) allowed everything, and its key.
-CREDENTIALS_SCRIPT = """
-import json
-from control_plane.access import services as access
-from control_plane.core.actor import Actor
-from control_plane.tenancy.models import Tenant
-actor, tenant = Actor.system(), Tenant.objects.get(slug="default")
-account = access.create_service_account(actor, tenant, name="bench-replication")
-for kind, name in (("cluster", "kafka-cluster"), ("topic", "*"), ("group", "*")):
-    access.create_acl(actor, tenant, principal=account.principal, resource_type=kind,
-                      pattern_type="literal", resource_name=name, operation="all",
-                      permission="allow")
-key = access.create_api_key(actor, account)
-print(json.dumps({"username": key.api_key.key_id, "password": key.secret}))
-"""
-
-
-def shell_json(env: dict[str, str], script: str) -> dict[str, Any]:
-    """The JSON line a ``manage.py shell`` script prints."""
-    lines = manage(env, "shell", "-c", script).splitlines()
-    found: dict[str, Any] = json.loads(next(line for line in lines if line.startswith("{")))
-    return found
-
-
 @contextlib.contextmanager
 def sasl_broker(
     name: str, work: Path, extra_env: dict[str, str] | None = None
@@ -233,7 +214,7 @@ def sasl_broker(
             },
         )
         prepare_store(env)
-        key = shell_json(env, CREDENTIALS_SCRIPT)
+        key = run_step(env, "bench.store", "credentials", "bench-replication")
         port = free_port()
         broker = start_broker(
             env,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import multiprocessing
 import os
 import shutil
@@ -44,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import perf
-from bench.common import bench_broker, bench_env, emit, manage, metadata_database
+from bench.common import bench_broker, bench_env, emit, metadata_database, run_step
 
 PARTITIONS = 12
 SESSION_TIMEOUT_MS = 6_000
@@ -52,12 +51,6 @@ HEARTBEAT_INTERVAL_MS = 500
 COMMIT_PARTITIONS = 3
 COMMIT_RATE = 100  # commits per second
 MEMBER_LIFETIME_S = 300  # a member process never outlives this, whatever the parent does
-SETTINGS_SCRIPT = (
-    "import json; from django.conf import settings as s; print(json.dumps({"
-    "'initial_rebalance_delay_ms': s.MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS,"
-    "'min_session_timeout_ms': s.MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS,"
-    "'engine': s.DATABASES['default']['ENGINE']}))"
-)
 
 
 # --- members (child processes) ------------------------------------------------------------
@@ -384,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         database = f"millrace_bench_groups_{os.getpid()}"
         with metadata_database(args.metadata, database) as database_url:
             extra = {"DATABASE_URL": database_url} if database_url else {}
-            lines = manage(bench_env(work, extra), "shell", "-c", SETTINGS_SCRIPT).splitlines()
-            settings = json.loads(next(line for line in lines if line.startswith("{")))
+            settings = run_step(bench_env(work, extra), "bench.store", "settings")
             store = "postgres" if "postgresql" in settings["engine"] else "sqlite"
             with bench_broker(work, extra, cpu="1") as (port, _broker):
                 os.sched_setaffinity(0, {0})  # members are spawned from here: CPU 0 too

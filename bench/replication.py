@@ -4,10 +4,10 @@
 loopback, sharing one throwaway Postgres database named after this process and dropped at
 the end. Postgres is needed because brokers learn metadata changes by LISTEN/NOTIFY and the
 controller decides by compare-and-set there. The controller runs as Celery beat would run
-it: a ``manage.py shell`` process calling ``controller_tick()`` once a second. Clients sign
-in with SCRAM-SHA-256 as a service account of the default tenant (quotas raised) that may
-do anything. Nothing is pinned: the machine has too few cores to give three brokers and
-the client a core each. Prints one JSON line per workload:
+it: a ``python -m bench.store controller`` process calling ``controller_tick()`` once a
+second. Clients sign in with SCRAM-SHA-256 as a service account of the default tenant
+(quotas raised) that may do anything. Nothing is pinned: the machine has too few cores to
+give three brokers and the client a core each. Prints one JSON line per workload:
 
 * ``produce_100b_acks_all_rf3``: 100-byte records, acks=all to a 1-partition topic with
   replication factor 3 and ``min.insync.replicas`` 2 (confluent-kafka, linger 5 ms, batch
@@ -62,14 +62,13 @@ from typing import Any
 
 from bench import perf
 from bench.common import (
-    CREDENTIALS_SCRIPT,
     ROOT,
     bench_env,
     emit,
     free_port,
     metadata_database,
     prepare_store,
-    shell_json,
+    run_step,
     start_broker,
     stop_process,
 )
@@ -83,27 +82,6 @@ FAILOVER_RATE = 1_000  # records per second, while the leaders are killed
 FAILOVER_BYTES = 100
 FAILOVER_TARGET_S = 5.0
 CHILD_LIFETIME_S = 600  # a consumer process never outlives this, whatever the parent does
-SETTINGS_SCRIPT = (
-    "import json; from django.conf import settings as s; print(json.dumps({"
-    "'lease_seconds': s.MILLRACE_BROKER_LEASE_SECONDS,"
-    "'replica_lag_time_max_ms': s.MILLRACE_REPLICA_LAG_TIME_MAX_MS,"
-    "'replica_fetch_wait_ms': s.MILLRACE_REPLICA_FETCH_WAIT_MS}))"
-)
-# The body of the Celery beat entry "controller-tick": once a second, whatever a tick takes.
-CONTROLLER_SCRIPT = """
-import logging, os, time
-from django.db import connection
-from control_plane.controller.services import controller_tick
-parent, end, due = os.getppid(), time.monotonic() + {lifetime}, time.monotonic()
-while time.monotonic() < end and os.getppid() == parent:
-    try:
-        controller_tick()
-    except Exception:
-        logging.getLogger("millrace.controller").exception("tick failed")
-        connection.close()
-    due = max(due + 1.0, time.monotonic())
-    time.sleep(max(0.0, due - time.monotonic()))
-"""
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 FENCED = re.compile(r"fenced brokers \[([\d, ]*)\]")
 # What the comparison run at linger 5 ms adds to the latency line.
@@ -165,10 +143,11 @@ class Cluster:
         process.wait(10)
 
     def start_controller(self, lifetime_s: float) -> None:
-        script = CONTROLLER_SCRIPT.format(lifetime=int(lifetime_s))
+        # As the Celery beat entry "controller-tick" runs it: once a second.
+        step = ["-m", "bench.store", "controller", "--lifetime", str(int(lifetime_s))]
         with open(self.controller_log, "ab") as log:
             self.controller = subprocess.Popen(  # noqa: S603 - our own command line
-                [sys.executable, "manage.py", "shell", "-c", script],
+                [sys.executable, *step],
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,
@@ -835,8 +814,8 @@ def _run(
 ) -> None:
     from confluent_kafka.admin import AdminClient
 
-    settings = shell_json(env, SETTINGS_SCRIPT)
-    key = shell_json(env, CREDENTIALS_SCRIPT)
+    settings = run_step(env, "bench.store", "settings")
+    key = run_step(env, "bench.store", "credentials", "bench-replication")
     common = {
         "brokers": len(BROKER_IDS),
         "metadata_store": "postgres",
