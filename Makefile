@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
-	bench-replication bench-streams bench-spark bench-console bench-browse chaos soak screenshots
+	bench-replication bench-streams bench-spark bench-console bench-browse bench-metadata chaos soak \
+	screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,35 +35,40 @@ test: lint
 
 ## Partition-log benchmark (JSON lines; see docs/performance.md). BENCH_DIR picks the disk.
 bench-log: install
-	$(PY) -m data_plane.log.bench $(if $(BENCH_DIR),--dir $(BENCH_DIR),)
+	$(PY) -m bench.log $(if $(BENCH_DIR),--dir $(BENCH_DIR),)
 
 ## Broker benchmark against Redis Streams on this machine (see docs/performance.md).
 bench-broker: install
-	$(PY) -m data_plane.broker.bench
+	$(PY) -m bench.broker
+
+## Metadata at hosted scale: 3 brokers, 1,000 tenants x 100 partitions; Metadata latency, REST
+## topic creation to every broker's Metadata, controller tick, RSS, start-up (Postgres).
+bench-metadata: install
+	$(PY) -m bench.metadata $(if $(BENCH_RF),--replication-factor $(BENCH_RF),)
 
 ## Consumer-group benchmark: rebalance times, offset-commit latency (metadata on local Postgres).
 bench-groups: install
-	$(PY) -m data_plane.groups.bench
+	$(PY) -m bench.groups
 
 ## Replication benchmark: acks=all RF 3 throughput, end-to-end latency, kill -9 failover (3 brokers).
 bench-replication: install
-	$(PY) -m data_plane.broker.bench_replication
+	$(PY) -m bench.replication
 
 ## Data API benchmark: REST produce, WebSocket delivery and latency (daphne + a broker; Postgres, Redis).
 bench-streams: install
-	$(PY) -m control_plane.streams.bench
+	$(PY) -m bench.streams
 
 ## Console pages: p50/p95 with 1,000 topics and 100 groups in the tenant (daphne + a broker; Postgres).
 bench-console: install
-	$(PY) -m frontend.bench_console
+	$(PY) -m bench.console
 
 ## Spark batch read of 1,000,000 records against the client alone (docs/performance.md).
 bench-spark: install
-	$(PY) -m data_plane.spark.bench
+	$(PY) -m bench.spark
 
 ## Message browser scans against a confluent-kafka consumer, 1,000,000 records (docs/performance.md).
 bench-browse: install
-	$(PY) -m frontend.bench $(if $(BENCH_COMPRESSION),--compression $(BENCH_COMPRESSION),)
+	$(PY) -m bench.browse $(if $(BENCH_COMPRESSION),--compression $(BENCH_COMPRESSION),)
 
 ## Soak (docs/reliability.md): manage.py up on embedded defaults for SOAK_SECONDS (default 1800)
 ## beside CPU burners, with a steady producer and consumer; exits non-zero if anything broke.

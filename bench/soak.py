@@ -238,7 +238,7 @@ def consume(bootstrap: str, stop: threading.Event, tally: Tally) -> None:
 def create_topic(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from data_plane.broker.perf import create_topics
+    from bench.perf import create_topics
 
     create_topics(AdminClient({"bootstrap.servers": bootstrap}), [NewTopic(TOPIC, PARTITIONS, 1)])
 

@@ -14,7 +14,7 @@ from tests.broker.test_bench_replication import run_bench
 def test_bench_browse_quick():
     if connection.vendor != "postgresql":
         pytest.skip("the benchmark needs Postgres (set DATABASE_URL), as in CI")
-    out, _ = run_bench("--quick", module="frontend.bench", timeout=300)
+    out, _ = run_bench("--quick", module="bench.browse", timeout=300)
     rows = {row["workload"]: row for row in map(json.loads, out.splitlines()) if row}
     for name in ("scan_rare_value_earliest", "scan_rare_value_newest", "scan_rare_key_earliest"):
         assert rows[name]["scanned"] == 20_000 and rows[name]["records_per_s"] > 0

@@ -16,7 +16,7 @@ PAGES = ["overview", "topic_list", "topic_detail", "group_list", "group_detail"]
 @pytest.mark.slow
 def test_quick_console_benchmark_measures_every_page():
     result = subprocess.run(
-        [sys.executable, "-m", "frontend.bench_console", "--quick"],
+        [sys.executable, "-m", "bench.console", "--quick"],
         cwd=ROOT,
         capture_output=True,
         text=True,

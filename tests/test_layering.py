@@ -81,3 +81,30 @@ def test_only_the_broker_command_imports_brokerlink():
         and any(m.startswith("control_plane.brokerlink") for m in imported_modules(p))
     )
     assert importers == []
+
+
+# The benchmarks and the load generator live in the top-level bench package, which the
+# image does not ship; of the product, only the ``manage.py perf`` wrapper imports it.
+PRODUCT = ("data_plane", "control_plane", "frontend")
+BENCH_IMPORTERS = {Path("control_plane/core/management/commands/perf.py")}
+
+
+def test_the_product_imports_no_benchmark():
+    found = {
+        path.relative_to(ROOT)
+        for package in PRODUCT
+        for path in (ROOT / package).rglob("*.py")
+        if any(m.split(".")[0] == "bench" for m in imported_modules(path))
+    }
+    assert found == BENCH_IMPORTERS
+
+
+def test_the_product_packages_hold_no_benchmark_modules():
+    names = {"bench", "perf"}
+    found = [
+        path.relative_to(ROOT)
+        for package in PRODUCT
+        for path in (ROOT / package).rglob("*.py")
+        if path.stem.split("_")[0] in names and "management" not in path.parts
+    ]
+    assert found == []

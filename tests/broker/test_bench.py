@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_quick_broker_benchmark_prints_every_workload():
     result = subprocess.run(
-        [sys.executable, "-m", "data_plane.broker.bench", "--quick"],
+        [sys.executable, "-m", "bench.broker", "--quick"],
         cwd=ROOT,
         capture_output=True,
         text=True,

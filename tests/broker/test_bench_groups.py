@@ -27,7 +27,7 @@ def covers_all(assignments, members, each):
 @pytest.mark.slow
 def test_quick_groups_benchmark_prints_every_workload():
     result = subprocess.run(
-        [sys.executable, "-m", "data_plane.groups.bench", "--quick"],
+        [sys.executable, "-m", "bench.groups", "--quick"],
         cwd=ROOT,
         capture_output=True,
         text=True,

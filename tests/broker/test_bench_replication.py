@@ -26,7 +26,7 @@ WORKLOADS = [
 BROKERS = {1, 2, 3}
 
 
-def run_bench(*args, timeout=600, module="data_plane.broker.bench_replication"):
+def run_bench(*args, timeout=600, module="bench.replication"):
     """(stdout, stderr) of the bench. It runs in a session of its own so that on a timeout
     its brokers and controller are interrupted with it (SIGINT: each cleans up)."""
     with subprocess.Popen(

@@ -17,7 +17,7 @@ import signal
 
 import pytest
 
-from data_plane.broker import perf
+from bench import perf
 from tests.broker.conftest import _brokers, confluent_conf
 from tests.broker.harness import KINDS, Network, Outcome, check, make_schedule, run_chaos
 from tests.broker.test_clients import topic_name

@@ -382,7 +382,7 @@ def test_missing_acl_is_topic_authorization_failed(kafka):
 
 def test_perf_tools_produce_and_consume(kafka):
     """`manage.py perf` runs against a SASL endpoint and reports JSON (no timing asserted)."""
-    from data_plane.broker import perf
+    from bench import perf
 
     name = topic_name("perf")
     confluent_create(kafka, kafka.admin_a, name, partitions=1)
@@ -392,3 +392,22 @@ def test_perf_tools_produce_and_consume(kafka):
     assert produced["undelivered"] == 0 and produced["p50_ms"] >= 0
     consumed = perf.consume(endpoint, name, records=5000, timeout=60)
     assert consumed["records"] == 5000 and consumed["record_bytes"] == 100
+
+
+def test_perf_command_wraps_the_load_generator(kafka, capsys):
+    """`manage.py perf` and `python -m bench.perf` take the same command line and print
+    one JSON line each."""
+    from django.core.management import call_command
+
+    from bench import perf
+
+    name = topic_name("perf")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    common = ["--bootstrap", kafka.bootstrap, "--topic", name, "--records", "200"]
+    common += ["--username", kafka.admin_a.key_id, "--timeout", "60"]
+    call_command("perf", "produce", *common, "--password", kafka.admin_a.secret)
+    assert perf.main(["consume", *common, "--password", kafka.admin_a.secret]) == 0
+    produced, consumed = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert produced["tool"] == "produce" and produced["records"] == 200
+    assert produced["errors"] == 0 and produced["undelivered"] == 0
+    assert consumed["tool"] == "consume" and consumed["records"] == 200

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from bench import perf
 from control_plane.catalog.models import Topic
 from control_plane.core.brokers import broker_client
 from control_plane.tenancy.models import Tenant
-from data_plane.broker import perf
 from data_plane.client import ClusterClient, Connection, KafkaClientError
 from data_plane.protocol.errors import ErrorCode as E
 from tests.broker.conftest import _brokers, _key, confluent_conf, kafka_python_conf

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from data_plane.broker import perf
+from bench import perf
 from tests.broker.conftest import _brokers, confluent_conf, free_port
 from tests.broker.test_clients import topic_name
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from bench import perf
 from control_plane.catalog.models import Partition, Topic
 from control_plane.controller import services as controller
-from data_plane.broker import perf
 from data_plane.protocol.errors import ErrorCode as E
 from data_plane.records.batch import Record, RecordBatch
 from tests.broker.conftest import _brokers, confluent_conf, start_broker, stop_broker

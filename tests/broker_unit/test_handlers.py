@@ -173,7 +173,9 @@ def test_produce_then_fetch_reads_back_what_was_stored(world):
             "transactional_id": None,
             "acks": -1,
             "timeout_ms": 1000,
-            "topic_data": [{"name": "orders", "partition_data": [{"index": 1, "records": records}]}],
+            "topic_data": [
+                {"name": "orders", "partition_data": [{"index": 1, "records": records}]}
+            ],
         },
     )
     [part] = answer["responses"][0]["partition_responses"]
@@ -239,9 +241,9 @@ def test_metadata_shows_only_the_callers_tenant_and_only_what_it_may_describe(wo
     # tenant's topic of the same name is simply this tenant's (here: not authorized).
     assert call(services, nobody, metadata.KEY, 12, body)["topics"] == []
     named = {"topics": [{"name": "secrets", "topic_id": uuid.UUID(int=0)}]}
-    [topic] = call(services, nobody, metadata.KEY, 12, named | {"allow_auto_topic_creation": False})[
-        "topics"
-    ]
+    [topic] = call(
+        services, nobody, metadata.KEY, 12, named | {"allow_auto_topic_creation": False}
+    )["topics"]
     assert topic["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
 
 

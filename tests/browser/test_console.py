@@ -31,10 +31,9 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from django.db import connection, connections
 
-from control_plane.streams.bench import start_web
+from bench.common import start_web, stop_process
 from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Role, Tenant
-from data_plane.broker.bench import stop_process
 from tests.broker.conftest import confluent_conf, free_port
 from tests.broker.test_clients import confluent_create
 from tests.broker.test_groups import consumer

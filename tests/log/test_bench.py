@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_quick_benchmark_prints_every_workload(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "data_plane.log.bench", "--quick", "--dir", str(tmp_path)],
+        [sys.executable, "-m", "bench.log", "--quick", "--dir", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -14,7 +14,7 @@ from tests.broker.test_bench_replication import run_bench
 def test_bench_spark_quick():
     if connection.vendor != "postgresql":
         pytest.skip("the benchmark needs Postgres (set DATABASE_URL), as in CI")
-    out, _ = run_bench("--quick", module="data_plane.spark.bench", timeout=400)
+    out, _ = run_bench("--quick", module="bench.spark", timeout=400)
     rows = {row["workload"]: row for row in map(json.loads, out.splitlines()) if row}
     count = rows["spark_batch_count"]
     assert count["records"] == 20_000 and count["partitions"] == 6

@@ -19,7 +19,7 @@ from tests.broker.test_bench_replication import run_bench
 def test_bench_streams_quick():
     if connection.vendor != "postgresql":
         pytest.skip("the benchmark needs Postgres (set DATABASE_URL), as in CI")
-    out, _ = run_bench("--quick", module="control_plane.streams.bench", timeout=400)
+    out, _ = run_bench("--quick", module="bench.streams", timeout=400)
     rows = {row["workload"]: row for row in map(json.loads, out.splitlines()) if row}
     produce = rows["rest_produce_json_batch500"]
     assert produce["records"] == 10_000 and produce["failed"] == 0

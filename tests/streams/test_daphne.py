@@ -13,8 +13,7 @@ import time
 
 import pytest
 
-from control_plane.streams.bench import start_web
-from data_plane.broker.bench import stop_process
+from bench.common import start_web, stop_process
 from tests.broker.conftest import free_port
 from tests.broker.test_clients import confluent_create, topic_name
 from tests.broker.test_groups import consumer

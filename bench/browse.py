@@ -1,4 +1,4 @@
-"""Message browser benchmark: ``python -m frontend.bench [--quick] [--compression C]``.
+"""Message browser benchmark: ``python -m bench.browse [--quick] [--compression C]``.
 
 ``make bench-browse`` runs it. It starts one broker (SASL only) on loopback on a throwaway
 Postgres database (dropped at the end), produces 1,000,000 records of about 100 bytes
@@ -38,9 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import emit
-from data_plane.broker.bench_replication import sasl_broker
+from bench import perf
+from bench.common import emit, sasl_broker
 from data_plane.client import ClusterClient
 from data_plane.records.filter import RecordFilter
 from frontend.scan import Query, scan

@@ -1,4 +1,4 @@
-"""Console page benchmark: ``python -m frontend.bench_console`` (``make bench-console``).
+"""Console page benchmark: ``python -m bench.console`` (``make bench-console``).
 
 One SASL broker and the web tier (daphne on ``control_plane.asgi`` with DEBUG off, as
 deployed) on loopback, on a throwaway Postgres database (dropped at the end). The
@@ -28,68 +28,20 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import emit, manage, stop_process
-from data_plane.broker.bench_replication import sasl_broker
+from bench import perf
+from bench.common import (
+    emit,
+    free_port,
+    run_python,
+    run_step,
+    sasl_broker,
+    start_web,
+    stop_process,
+)
 
 TARGET_P95_MS = 300
 PASSWORD = "bench-console-pw-123!"
-
-SEED_SCRIPT = """
-import json
-from django.contrib.auth import get_user_model
-from control_plane.tenancy import services as tenancy
-from control_plane.tenancy.models import Role, Tenant
-from control_plane.core.actor import Actor
-tenant = Tenant.objects.get(slug="default")
-Tenant.objects.filter(pk=tenant.pk).update(max_partitions=1_000_000)
-user = get_user_model().objects.create_user("bench-owner", password=%(password)r)
-tenancy.add_member(Actor.system(), tenant, user=user, role=Role.OWNER)
-print(json.dumps({"user": user.username}))
-"""
-
-# An hour of the samples the beat schedule takes each minute (topic offsets and sizes for
-# the throughput chart and rates), then one real sampling pass of topics and lag.
-SAMPLE_SCRIPT = """
-import json
-from datetime import timedelta
-from django.utils import timezone
-from control_plane.catalog import usage
-from control_plane.catalog.models import Topic, TopicSample
-from control_plane.groups import lag
-now = timezone.now()
-rows = [
-    TopicSample(topic=t, at=now - timedelta(minutes=60 - m), end_offset=m * 10, consumed=m * 9,
-                size_bytes=m * 1000, produced_per_s=10 / 60 if m else None,
-                consumed_per_s=9 / 60 if m else None)
-    for t in Topic.objects.filter(tenant__slug="default") for m in range(60)
-]
-TopicSample.objects.bulk_create(rows, batch_size=5000)
-usage.sample_topics()
-lag.sample_lag()
-print(json.dumps({"samples": len(rows)}))
-"""
-
-
-# --profile: where one page's time goes, in-process (Django's test client, same database and
-# brokers), the top functions by cumulative time.
-PROFILE_SCRIPT = """
-import cProfile, pstats, io
-from django.contrib.auth import get_user_model
-from django.test import Client
-client = Client(HTTP_HOST="127.0.0.1")
-client.force_login(get_user_model().objects.get(username="bench-owner"))
-for _ in range(2):
-    client.get(%(path)r)
-profile = cProfile.Profile()
-profile.enable()
-for _ in range(5):
-    assert client.get(%(path)r).status_code == 200
-profile.disable()
-out = io.StringIO()
-pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(45)
-print(out.getvalue())
-"""
+SETUP = "bench.console_setup"  # the steps inside Django: the owner, samples, --profile
 
 
 def topic(i: int) -> str:
@@ -194,21 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.topics, args.groups, args.requests = 20, 3, 3
-    from control_plane.streams.bench import start_web
-    from data_plane.broker.bench import free_port
-
     work = Path(tempfile.mkdtemp(prefix="millrace-bench-console-"))
     name = f"millrace_bench_console_{os.getpid()}"
     with sasl_broker(name, work) as (env, key, broker_port):
         seed(f"127.0.0.1:{broker_port}", key, args.topics, args.groups)
-        manage(env, "shell", "-c", SEED_SCRIPT % {"password": PASSWORD})
-        manage(env, "shell", "-c", SAMPLE_SCRIPT)
+        run_step(env, SETUP, "owner", "--password", PASSWORD)
+        run_step(env, SETUP, "samples")
         if args.profile:
-            print(
-                manage(
-                    {**env, "DEBUG": "0"}, "shell", "-c", PROFILE_SCRIPT % {"path": args.profile}
-                )
-            )
+            print(run_python({**env, "DEBUG": "0"}, "-m", SETUP, "profile", args.profile))
             return 0
         port = free_port()
         web = start_web(env, port, work / "web.log")

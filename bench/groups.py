@@ -1,4 +1,4 @@
-"""Group benchmark: ``python -m data_plane.groups.bench [--quick]`` (``make bench-groups``).
+"""Group benchmark: ``python -m bench.groups [--quick]`` (``make bench-groups``).
 
 Starts one broker (development listener, tenant quotas raised, production defaults for
 the group settings) pinned to CPU 1 and drives it from CPU 0 with confluent-kafka. The
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import multiprocessing
 import os
 import shutil
@@ -43,8 +42,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import bench_broker, bench_env, manage, metadata_database
+from bench import perf
+from bench.common import bench_broker, bench_env, emit, metadata_database, run_step
 
 PARTITIONS = 12
 SESSION_TIMEOUT_MS = 6_000
@@ -52,16 +51,6 @@ HEARTBEAT_INTERVAL_MS = 500
 COMMIT_PARTITIONS = 3
 COMMIT_RATE = 100  # commits per second
 MEMBER_LIFETIME_S = 300  # a member process never outlives this, whatever the parent does
-SETTINGS_SCRIPT = (
-    "import json; from django.conf import settings as s; print(json.dumps({"
-    "'initial_rebalance_delay_ms': s.MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS,"
-    "'min_session_timeout_ms': s.MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS,"
-    "'engine': s.DATABASES['default']['ENGINE']}))"
-)
-
-
-def _emit(name: str, **fields: Any) -> None:
-    print(json.dumps({"workload": name, **fields}), flush=True)
 
 
 # --- members (child processes) ------------------------------------------------------------
@@ -388,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         database = f"millrace_bench_groups_{os.getpid()}"
         with metadata_database(args.metadata, database) as database_url:
             extra = {"DATABASE_URL": database_url} if database_url else {}
-            lines = manage(bench_env(work, extra), "shell", "-c", SETTINGS_SCRIPT).splitlines()
-            settings = json.loads(next(line for line in lines if line.startswith("{")))
+            settings = run_step(bench_env(work, extra), "bench.store", "settings")
             store = "postgres" if "postgresql" in settings["engine"] else "sqlite"
             with bench_broker(work, extra, cpu="1") as (port, _broker):
                 os.sched_setaffinity(0, {0})  # members are spawned from here: CPU 0 too
@@ -434,14 +422,14 @@ def _run(
     ):
         strategy_conf = conf | {"partition.assignment.strategy": strategy}
         result = add_fourth_member(strategy_conf, topics[PARTITIONS], repeats, args.timeout)
-        _emit(name, strategy=strategy, members_before=3, members_after=4, **common, **result)
+        emit(name, strategy=strategy, members_before=3, members_after=4, **common, **result)
     range_conf = conf | {"partition.assignment.strategy": "range"}
     result = kill9_member(range_conf, topics[PARTITIONS], repeats, args.timeout)
     target = (SESSION_TIMEOUT_MS + 1000) / 1000
-    _emit("rebalance_after_kill9", strategy="range", target_s=target, **common, **result)
+    emit("rebalance_after_kill9", strategy="range", target_s=target, **common, **result)
     commits = commit_latency(range_conf, topics[3], commit_seconds, args.timeout)
     baseline = store_baseline(database_url, work, commit_seconds)
-    _emit(
+    emit(
         "offset_commit_latency",
         metadata_store=common["metadata_store"],
         rate_per_s=COMMIT_RATE,

@@ -1,4 +1,4 @@
-"""Data API benchmark: ``python -m control_plane.streams.bench [--quick]``.
+"""Data API benchmark: ``python -m bench.streams [--quick]``.
 
 ``make bench-streams`` runs it. It starts one broker (SASL only) and the web tier (daphne
 on ``control_plane.asgi``, as in production) on loopback, on a throwaway Postgres database
@@ -29,7 +29,6 @@ import http.client
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,9 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import ROOT, _rss_mb, emit, free_port, stop_process
-from data_plane.broker.bench_replication import sasl_broker
+from bench import perf
+from bench.common import emit, free_port, rss_mb, sasl_broker, start_web, stop_process
 
 TOPIC = "bench-streams"
 PARTITIONS = 6
@@ -47,42 +45,6 @@ PARTITIONS = 6
 
 def _record(i: int) -> dict[str, Any]:
     return {"value": {"id": i, "user": f"user-{i % 1000:04d}", "action": "click", "n": i * 7}}
-
-
-def start_web(env: dict[str, str], port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    """daphne serving ``control_plane.asgi`` on 127.0.0.1:``port``, once /readyz answers."""
-    with open(log_path, "ab") as log:
-        web = subprocess.Popen(  # noqa: S603 - our own command line
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "control_plane.asgi:application",
-            ],
-            cwd=ROOT,
-            # The web role as deployed (docker/entrypoint.sh): DEBUG off, pooled connections.
-            env={**env, "DEBUG": "0", "DATABASE_POOL_SIZE": "20"},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/readyz")
-            if conn.getresponse().status == 200:
-                return web
-        except OSError:
-            pass
-        if web.poll() is not None:
-            break
-        time.sleep(0.3)
-    stop_process(web)
-    raise RuntimeError(log_path.read_text(errors="replace")[-2000:])
 
 
 def _confluent(bootstrap: str, key: dict[str, str], **extra: Any) -> dict[str, Any]:
@@ -246,7 +208,7 @@ async def ws_hold(port: int, auth: str, tenant: str, web_pid: int) -> dict[str, 
     import websockets
 
     url = f"ws://127.0.0.1:{port}/ws/v1/tenants/{tenant}/stream"
-    before = _rss_mb(web_pid)
+    before = rss_mb(web_pid)
     async with websockets.connect(url, additional_headers={"Authorization": auth}) as ws:
         await ws.recv()
         await ws.send(
@@ -260,7 +222,7 @@ async def ws_hold(port: int, auth: str, tenant: str, web_pid: int) -> dict[str, 
             except TimeoutError:
                 continue
             received += len(frame.get("records", []))
-        after = _rss_mb(web_pid)
+        after = rss_mb(web_pid)
     return {"window": 1000, "received": received, "rss_mb_before": before, "rss_mb_after": after}
 
 

@@ -1,13 +1,13 @@
-"""Replication benchmark: ``python -m data_plane.broker.bench_replication [--quick]``.
+"""Replication benchmark: ``python -m bench.replication [--quick]``.
 
 ``make bench-replication`` runs it. It starts three brokers (ids 1-3, default settings) on
 loopback, sharing one throwaway Postgres database named after this process and dropped at
 the end. Postgres is needed because brokers learn metadata changes by LISTEN/NOTIFY and the
 controller decides by compare-and-set there. The controller runs as Celery beat would run
-it: a ``manage.py shell`` process calling ``controller_tick()`` once a second. Clients sign
-in with SCRAM-SHA-256 as a service account of the default tenant (quotas raised) that may
-do anything. Nothing is pinned: the machine has too few cores to give three brokers and
-the client a core each. Prints one JSON line per workload:
+it: a ``python -m bench.store controller`` process calling ``controller_tick()`` once a
+second. Clients sign in with SCRAM-SHA-256 as a service account of the default tenant
+(quotas raised) that may do anything. Nothing is pinned: the machine has too few cores to
+give three brokers and the client a core each. Prints one JSON line per workload:
 
 * ``produce_100b_acks_all_rf3``: 100-byte records, acks=all to a 1-partition topic with
   replication factor 3 and ``min.insync.replicas`` 2 (confluent-kafka, linger 5 ms, batch
@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing
 import os
 import re
@@ -61,15 +60,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import (
+from bench import perf
+from bench.common import (
     ROOT,
     bench_env,
     emit,
     free_port,
-    manage,
     metadata_database,
     prepare_store,
+    run_step,
     start_broker,
     stop_process,
 )
@@ -83,42 +82,6 @@ FAILOVER_RATE = 1_000  # records per second, while the leaders are killed
 FAILOVER_BYTES = 100
 FAILOVER_TARGET_S = 5.0
 CHILD_LIFETIME_S = 600  # a consumer process never outlives this, whatever the parent does
-SETTINGS_SCRIPT = (
-    "import json; from django.conf import settings as s; print(json.dumps({"
-    "'lease_seconds': s.MILLRACE_BROKER_LEASE_SECONDS,"
-    "'replica_lag_time_max_ms': s.MILLRACE_REPLICA_LAG_TIME_MAX_MS,"
-    "'replica_fetch_wait_ms': s.MILLRACE_REPLICA_FETCH_WAIT_MS}))"
-)
-# A service account of the default tenant (quotas raised) allowed everything, and its key.
-CREDENTIALS_SCRIPT = """
-import json
-from control_plane.access import services as access
-from control_plane.core.actor import Actor
-from control_plane.tenancy.models import Tenant
-actor, tenant = Actor.system(), Tenant.objects.get(slug="default")
-account = access.create_service_account(actor, tenant, name="bench-replication")
-for kind, name in (("cluster", "kafka-cluster"), ("topic", "*"), ("group", "*")):
-    access.create_acl(actor, tenant, principal=account.principal, resource_type=kind,
-                      pattern_type="literal", resource_name=name, operation="all",
-                      permission="allow")
-key = access.create_api_key(actor, account)
-print(json.dumps({"username": key.api_key.key_id, "password": key.secret}))
-"""
-# The body of the Celery beat entry "controller-tick": once a second, whatever a tick takes.
-CONTROLLER_SCRIPT = """
-import logging, os, time
-from django.db import connection
-from control_plane.controller.services import controller_tick
-parent, end, due = os.getppid(), time.monotonic() + {lifetime}, time.monotonic()
-while time.monotonic() < end and os.getppid() == parent:
-    try:
-        controller_tick()
-    except Exception:
-        logging.getLogger("millrace.controller").exception("tick failed")
-        connection.close()
-    due = max(due + 1.0, time.monotonic())
-    time.sleep(max(0.0, due - time.monotonic()))
-"""
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 FENCED = re.compile(r"fenced brokers \[([\d, ]*)\]")
 # What the comparison run at linger 5 ms adds to the latency line.
@@ -180,10 +143,11 @@ class Cluster:
         process.wait(10)
 
     def start_controller(self, lifetime_s: float) -> None:
-        script = CONTROLLER_SCRIPT.format(lifetime=int(lifetime_s))
+        # As the Celery beat entry "controller-tick" runs it: once a second.
+        step = ["-m", "bench.store", "controller", "--lifetime", str(int(lifetime_s))]
         with open(self.controller_log, "ab") as log:
             self.controller = subprocess.Popen(  # noqa: S603 - our own command line
-                [sys.executable, "manage.py", "shell", "-c", script],
+                [sys.executable, *step],
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,
@@ -775,48 +739,6 @@ def failover(
 # --- main -----------------------------------------------------------------------------------
 
 
-def _shell_json(env: dict[str, str], script: str) -> dict[str, Any]:
-    """The JSON line a ``manage.py shell`` script prints."""
-    lines = manage(env, "shell", "-c", script).splitlines()
-    found: dict[str, Any] = json.loads(next(line for line in lines if line.startswith("{")))
-    return found
-
-
-@contextlib.contextmanager
-def sasl_broker(
-    name: str, work: Path, extra_env: dict[str, str] | None = None
-) -> Iterator[tuple[dict[str, str], dict[str, str], int]]:
-    """(env, an API key that may do anything, port) of one SASL-only broker on loopback,
-    on a throwaway Postgres database ``name`` (dropped at the end; default tenant's quotas
-    raised). The broker stops when the block ends."""
-    with metadata_database("postgres", name) as url:
-        assert url is not None
-        env = bench_env(
-            work,
-            {
-                "DATABASE_URL": url,
-                "MILLRACE_DEFAULT_REPLICATION_FACTOR": "1",
-                "DJANGO_LOG_LEVEL": "WARNING",
-                **(extra_env or {}),
-            },
-        )
-        prepare_store(env)
-        key = _shell_json(env, CREDENTIALS_SCRIPT)
-        port = free_port()
-        broker = start_broker(
-            env,
-            port=port,
-            data_dir=work / "broker",
-            log_path=work / "broker.log",
-            broker_id=1,
-            anonymous=False,
-        )
-        try:
-            yield env, key, port
-        finally:
-            stop_process(broker)
-
-
 def _broker_log_problems(work: Path) -> None:
     """Tell stderr about tracebacks in the brokers' and the controller's logs."""
     for log in sorted(work.glob("*.log")):
@@ -892,8 +814,8 @@ def _run(
 ) -> None:
     from confluent_kafka.admin import AdminClient
 
-    settings = _shell_json(env, SETTINGS_SCRIPT)
-    key = _shell_json(env, CREDENTIALS_SCRIPT)
+    settings = run_step(env, "bench.store", "settings")
+    key = run_step(env, "bench.store", "credentials", "bench-replication")
     common = {
         "brokers": len(BROKER_IDS),
         "metadata_store": "postgres",

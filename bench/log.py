@@ -1,4 +1,4 @@
-"""Partition-log benchmark: ``python -m data_plane.log.bench [--dir D] [--quick]``.
+"""Partition-log benchmark: ``python -m bench.log [--dir D] [--quick]``.
 
 Prints one JSON line per workload, each with a raw-disk baseline measured in the same run,
 in the same directory, on the same bytes:

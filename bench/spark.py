@@ -1,4 +1,4 @@
-"""Spark batch-read benchmark: ``python -m data_plane.spark.bench [--quick]``.
+"""Spark batch-read benchmark: ``python -m bench.spark [--quick]``.
 
 ``make bench-spark`` runs it. It starts one broker (SASL only) on loopback on a throwaway
 Postgres database (dropped at the end), produces 1,000,000 records with 100-byte values
@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from data_plane.broker import perf
-from data_plane.broker.bench import emit
-from data_plane.broker.bench_replication import sasl_broker
+from bench import perf
+from bench.common import emit, sasl_broker
 
 TOPIC = "bench-spark"
 PARTITIONS = 6

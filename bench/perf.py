@@ -1,17 +1,22 @@
 """Producer/consumer performance tools, like Kafka's own ``*-perf-test`` scripts.
 
-Usable against any Kafka-compatible endpoint. Prints one JSON line: records/s, MB/s and,
-for produce, latency percentiles measured from each record's send call to its delivery
-acknowledgement. Clients: ``confluent`` (librdkafka, default), ``kafka-python``,
-``aiokafka``. Every run is bounded by ``--records`` and ``--timeout``.
+The benchmarks' load generator. Usable against any Kafka-compatible endpoint:
+``python -m bench.perf produce|consume --topic T ...`` (or ``manage.py perf``, a thin
+wrapper). Prints one JSON line: records/s, MB/s and, for produce, latency percentiles
+measured from each record's send call to its delivery acknowledgement. Clients:
+``confluent`` (librdkafka, default), ``kafka-python``, ``aiokafka``. Every run is bounded
+by ``--records`` and ``--timeout``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
+import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -289,3 +294,69 @@ def create_topics(admin: Any, topics: list[Any], timeout: float = 30) -> None:
 
 def emit(result: dict[str, Any]) -> None:
     print(json.dumps(result), flush=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command line of ``python -m bench.perf`` and ``manage.py perf``."""
+    parser.add_argument("mode", choices=["produce", "consume"])
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--record-size", type=int, default=100)
+    parser.add_argument("--acks", default="1", choices=["0", "1", "all"])
+    parser.add_argument("--linger-ms", type=int, default=5)
+    parser.add_argument("--batch-bytes", type=int, default=2**20)
+    parser.add_argument("--compression", default="none")
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument(
+        "--client", default="confluent", choices=["confluent", "kafka-python", "aiokafka"]
+    )
+    parser.add_argument("--username", help="API key id (SASL); omit for no auth")
+    parser.add_argument("--password", help="API key secret (or PERF_PASSWORD env)")
+    parser.add_argument("--mechanism", default="SCRAM-SHA-256")
+    parser.add_argument("--timeout", type=float, default=300)
+
+
+def run(options: Mapping[str, Any]) -> dict[str, Any]:
+    """One produce or consume run as ``options`` (parsed :func:`add_arguments`) say."""
+    endpoint = Endpoint(
+        options["bootstrap"],
+        options["username"],
+        options["password"] or os.environ.get("PERF_PASSWORD"),
+        options["mechanism"],
+    )
+    if options["mode"] == "produce":
+        return produce(
+            endpoint,
+            options["topic"],
+            records=options["records"],
+            size=options["record_size"],
+            acks=options["acks"],
+            linger_ms=options["linger_ms"],
+            batch_bytes=options["batch_bytes"],
+            compression=options["compression"],
+            client=options["client"],
+            timeout=options["timeout"],
+        )
+    return consume(
+        endpoint,
+        options["topic"],
+        records=options["records"],
+        partitions=options["partitions"],
+        client=options["client"],
+        timeout=options["timeout"],
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.perf",
+        description="Kafka producer/consumer performance test (prints one JSON line).",
+    )
+    add_arguments(parser)
+    emit(run(vars(parser.parse_args(argv))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
