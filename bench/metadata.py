@@ -8,7 +8,7 @@ size, in the same run:
 
 * **metadata_latency**: Metadata v12 (all of one tenant's topics) from each broker, as a
   client of that tenant sends it; p50/p99 in ms over ``--requests`` requests a broker;
-* **topic_visible**: topics created through the REST API (``POST
+* **topic_visible**: topics created through the REST API (in another tenant) (``POST
   /api/v1/tenants/<slug>/topics/``); from the API's 201 to the topic being in every
   broker's Metadata answer with a leader; p50/p99/max over ``--creations`` creations;
 * **controller_tick**: ``controller_tick()`` timings (p50/max ms);
@@ -46,6 +46,9 @@ from data_plane.client.connection import Connection, KafkaClientError
 
 METADATA = 3
 SETUP = "bench.metadata_setup"
+# The REST creations go to another tenant than the one whose Metadata latency is measured,
+# so that tenant answers with the same partitions at both sizes.
+PROBE_TENANT = tenant_slug(1)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -105,7 +108,7 @@ def topic_visible(
         http_conn = http.client.HTTPConnection("127.0.0.1", web_port, timeout=30)
         http_conn.request(
             "POST",
-            f"/api/v1/tenants/{tenant_slug(0)}/topics/",
+            f"/api/v1/tenants/{PROBE_TENANT}/topics/",
             body=json.dumps({"name": name, "partition_count": 1}),
             headers={"Authorization": f"Basic {auth}", "Content-Type": "application/json"},
         )
@@ -135,16 +138,18 @@ def measure(
     ports: dict[int, int],
     web_port: int,
     key: dict[str, str],
+    probe_key: dict[str, str],
     args: argparse.Namespace,
 ) -> dict[str, Any]:
     conns = [login(port, key) for port in ports.values()]
+    probes = [login(port, probe_key) for port in ports.values()]
     try:
         latency = metadata_latency(conns, args.requests)
         emit("metadata_latency", size=label, **latency)
-        visible = topic_visible(web_port, key, conns, label, args.creations)
+        visible = topic_visible(web_port, probe_key, probes, label, args.creations)
         emit("topic_visible", size=label, **visible)
     finally:
-        for conn in conns:
+        for conn in conns + probes:
             conn.close()
     ticks = run_step(env, SETUP, "tick", "--count", str(args.ticks))["tick_ms"]
     emit(
@@ -216,10 +221,12 @@ def run(args: argparse.Namespace, work: Path) -> None:
             )
             emit("seed", size="small", **seeded)
             key = run_step(env, SETUP, "credentials", "--tenant", tenant_slug(0))
+            probe_key = run_step(env, SETUP, "credentials", "--tenant", PROBE_TENANT)
             wait_for_tenant(ports, key, 60)
+            wait_for_tenant(ports, probe_key, 60)
             web_port = free_port()
             web = start_web(env, web_port, work / "web.log")
-            small = measure("small", env, brokers, ports, web_port, key, args)
+            small = measure("small", env, brokers, ports, web_port, key, probe_key, args)
 
             grow = args.tenants - args.small
             seeded = run_step(
@@ -236,7 +243,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
             last = run_step(env, SETUP, "credentials", "--tenant", tenant_slug(args.tenants - 1))
             caught_up = wait_for_tenant(ports, last, 300)
             emit("seed", size="large", brokers_caught_up_s=caught_up, **seeded)
-            large = measure("large", env, brokers, ports, web_port, key, args)
+            large = measure("large", env, brokers, ports, web_port, key, probe_key, args)
 
             stop_process(brokers[3])
             started = time.monotonic()

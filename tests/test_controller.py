@@ -250,3 +250,31 @@ def test_when_every_lease_lapses_at_once_nothing_moves(tenant_a):
     (change,) = controller.controller_tick()
     assert (change.leader, change.isr) == (2, (2,))
     assert Broker.objects.get(id=1).state == BrokerState.FENCED
+
+
+def test_a_tick_reads_only_the_partitions_an_election_could_change(tenant_a):
+    """A healthy cluster's partitions are not even read (the tick costs what the failures
+    cost); a dead broker brings in exactly the partitions it leads or is in sync for."""
+    brokers(1, 2, 3)
+    t = topic(tenant_a, partitions=6)
+    rows = {
+        0: dict(replicas=[1, 2, 3], leader=1, isr=[1, 2, 3]),
+        1: dict(replicas=[2, 3, 1], leader=2, isr=[2, 3]),
+        2: dict(replicas=[3, 1, 2], leader=3, isr=[3, 1]),
+        3: dict(replicas=[1, 3, 2], leader=None, isr=[1]),
+        4: dict(replicas=[2, 1, 3], leader=2, isr=[2, 1, 3]),
+        5: dict(replicas=[3, 2, 1], leader=3, isr=[3]),
+    }
+    for index, fields in rows.items():
+        Partition.objects.filter(topic=t, index=index).update(**fields)
+    live = controller.live_broker_ids()
+    candidates = {p.index for p in controller._may_need_election(live)}
+    assert candidates == {3}  # only the one without a leader
+    kill(2)
+    live = controller.live_broker_ids()
+    candidates = {p.index for p in controller._may_need_election(live)}
+    if connection.features.supports_json_field_contains:
+        # Led by 2 (1 and 4), in sync on 2 (0 and 4), no leader (3); not 2 and 5.
+        assert candidates == {0, 1, 3, 4}
+    else:
+        assert candidates == set(rows)  # SQLite: every partition once a broker is down

@@ -28,8 +28,8 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import F, Q, QuerySet
 
 from control_plane.audit.services import record_event
 from control_plane.catalog.models import Broker, BrokerState, Partition
@@ -138,12 +138,30 @@ def _decide(partition: Partition, live: set[int]) -> tuple[int | None, list[int]
     return None, new_isr, "no live in-sync replica: offline"
 
 
+def _may_need_election(live: set[int]) -> QuerySet[Partition]:
+    """The assigned partitions an election could change: no leader, a leader that is not
+    live, or (when some registered broker is not live) an ISR naming a broker that is not.
+    A tick then costs what the failures cost, not what the cluster holds. Where JSON
+    containment is not available (SQLite, the embedded default) every partition is
+    checked once some broker is down."""
+    rows = Partition.objects.exclude(replicas=[]).select_related("topic__tenant")
+    down = set(Broker.objects.values_list("id", flat=True)) - live
+    wanted = Q(leader__isnull=True) | ~Q(leader__in=live)
+    if down:
+        if not connection.features.supports_json_field_contains:
+            return rows
+        for broker_id in sorted(down):
+            wanted |= Q(isr__contains=[broker_id])
+    return rows.filter(wanted)
+
+
 def elect_leaders(partitions: list[Partition] | None = None, *, attempts: int = 5) -> list[Change]:
-    """Re-decide leadership for ``partitions`` (default: every assigned partition)."""
+    """Re-decide leadership for ``partitions`` (default: every assigned partition that
+    may need it, :func:`_may_need_election`)."""
     live = live_broker_ids()
     rows = partitions
     if rows is None:
-        rows = list(Partition.objects.exclude(replicas=[]).select_related("topic__tenant"))
+        rows = list(_may_need_election(live))
     changes: list[Change] = []
     for row in rows:
         current: Partition | None = row

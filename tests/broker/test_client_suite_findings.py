@@ -137,8 +137,7 @@ def test_auto_created_topics_take_the_tenants_num_partitions(kafka, django_db_bl
     import time
 
     from control_plane.catalog.models import Topic
-    from control_plane.tenancy.models import Tenant
-    from tests.broker.test_lifecycle import committed
+    from tests.broker.test_lifecycle import committed, set_tenant_limits
 
     def auto_create(name):
         client = RawClient(kafka)
@@ -155,7 +154,7 @@ def test_auto_created_topics_take_the_tenants_num_partitions(kafka, django_db_bl
     def set_default(value):
         committed(
             django_db_blocker,
-            lambda: Tenant.objects.filter(slug=kafka.tenant_b).update(default_partitions=value),
+            lambda: set_tenant_limits(kafka.tenant_b, default_partitions=value),
         )
         time.sleep(1.5)  # the new setting reaches the broker's snapshot
 

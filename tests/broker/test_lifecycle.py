@@ -192,3 +192,16 @@ def test_acl_grant_takes_effect_within_two_seconds(kafka, django_db_blocker):
     conf = confluent_conf(kafka, kafka.reader_a, **{"message.timeout.ms": 1000})
     ok = produce_until_accepted(conf, name, 2.5)["ok"]
     assert ok, "the new ACL was not in force within ~2 s"
+
+
+def set_tenant_limits(slug: str, **limits: int | None) -> None:
+    """Change a tenant's limits as an operator does (the service records the change, so
+    brokers learn it as they learn any metadata change). Run it inside ``committed``."""
+    from django.db import transaction
+
+    from control_plane.tenancy import services as tenancy
+    from control_plane.tenancy.models import Tenant
+    from tests.conftest import SYSTEM
+
+    with transaction.atomic():
+        tenancy.update_tenant(SYSTEM, Tenant.objects.get(slug=slug), limits=limits)

@@ -262,14 +262,13 @@ def test_batch_over_max_message_bytes_is_message_too_large(kafka):
 
 
 def test_produce_over_quota_is_throttled(kafka, django_db_blocker):
-    from control_plane.tenancy.models import Tenant
-    from tests.broker.test_lifecycle import committed
+    from tests.broker.test_lifecycle import committed, set_tenant_limits
 
     name = topic_name("quota")
     confluent_create(kafka, kafka.admin_b, name, partitions=1)
     committed(
         django_db_blocker,
-        lambda: Tenant.objects.filter(slug=kafka.tenant_b).update(produce_byte_rate=50_000),
+        lambda: set_tenant_limits(kafka.tenant_b, produce_byte_rate=50_000),
     )
     time.sleep(1.5)  # the new quota reaches the broker's snapshot
     client = RawClient(kafka)
@@ -289,7 +288,7 @@ def test_produce_over_quota_is_throttled(kafka, django_db_blocker):
     client.close()
     committed(
         django_db_blocker,
-        lambda: Tenant.objects.filter(slug=kafka.tenant_b).update(produce_byte_rate=50 * 2**20),
+        lambda: set_tenant_limits(kafka.tenant_b, produce_byte_rate=50 * 2**20),
     )
     # 100 kB at 50 kB/s is 2 s of budget, less the 1 s burst allowance: ~1 s of throttle.
     # Then the client, held back each time, settles at the quota: every further 100 kB
