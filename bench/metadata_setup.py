@@ -19,7 +19,7 @@ import argparse
 import time
 from typing import Any
 
-from bench.store import answer, setup_django
+from bench.store import answer, credentials, setup_django
 
 
 def tenant_slug(index: int) -> str:
@@ -43,28 +43,6 @@ def seed(first: int, count: int, partitions: int) -> dict[str, Any]:
         )
         catalog.create_topic(actor, tenant, name="events", partition_count=partitions)
     return {"tenants": count, "partitions": count * partitions, "seconds": _since(started)}
-
-
-def credentials(slug: str) -> dict[str, str]:
-    from control_plane.access import services as access
-    from control_plane.core.actor import Actor
-    from control_plane.tenancy.models import Tenant
-
-    actor, tenant = Actor.system(), Tenant.objects.get(slug=slug)
-    account = access.create_service_account(actor, tenant, name="bench-metadata")
-    for kind, resource in (("cluster", "kafka-cluster"), ("topic", "*")):
-        access.create_acl(
-            actor,
-            tenant,
-            principal=account.principal,
-            resource_type=kind,
-            pattern_type="literal",
-            resource_name=resource,
-            operation="all",
-            permission="allow",
-        )
-    key = access.create_api_key(actor, account)
-    return {"username": key.api_key.key_id, "password": key.secret}
 
 
 def ticks(count: int) -> dict[str, Any]:
@@ -99,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "seed":
         answer(seed(args.first, args.count, args.partitions))
     elif args.step == "credentials":
-        answer(credentials(args.tenant))
+        answer(credentials("bench-metadata", args.tenant))
     else:
         answer(ticks(args.count))
     return 0
