@@ -83,8 +83,8 @@ def test_only_the_broker_command_imports_brokerlink():
     assert importers == []
 
 
-# The benchmarks and the load generator live in the top-level bench package, which the
-# image does not ship; of the product, only the ``manage.py perf`` wrapper imports it.
+# The benchmarks and the load generator live in the top-level bench package; of the
+# product, only the ``manage.py perf`` wrapper imports it.
 PRODUCT = ("data_plane", "control_plane", "frontend")
 BENCH_IMPORTERS = {Path("control_plane/core/management/commands/perf.py")}
 
