@@ -197,11 +197,15 @@ def test_acl_grant_takes_effect_within_two_seconds(kafka, django_db_blocker):
 def set_tenant_limits(slug: str, **limits: int | None) -> None:
     """Change a tenant's limits as an operator does (the service records the change, so
     brokers learn it as they learn any metadata change). Run it inside ``committed``."""
+    from django.contrib.auth import get_user_model
     from django.db import transaction
 
+    from control_plane.core.actor import Actor
     from control_plane.tenancy import services as tenancy
     from control_plane.tenancy.models import Tenant
-    from tests.conftest import SYSTEM
 
+    operator, _ = get_user_model().objects.get_or_create(
+        username="limits-operator", defaults={"is_staff": True}
+    )
     with transaction.atomic():
-        tenancy.update_tenant(SYSTEM, Tenant.objects.get(slug=slug), limits=limits)
+        tenancy.update_tenant(Actor(user=operator), Tenant.objects.get(slug=slug), limits=limits)
