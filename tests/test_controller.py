@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from control_plane.audit.models import AuditEvent
@@ -278,3 +279,21 @@ def test_a_tick_reads_only_the_partitions_an_election_could_change(tenant_a):
         assert candidates == {0, 1, 3, 4}
     else:
         assert candidates == set(rows)  # SQLite: every partition once a broker is down
+
+
+def test_a_tick_finds_leaders_that_are_not_live_brokers_at_all(tenant_a):
+    """Leaders outside the live set, including ids no broker registered (a restored
+    database, a row removed by hand), are found by index ranges around the live ids:
+    below the lowest, in each gap, above the highest."""
+    brokers(1, 2, 4, 7)
+    t = topic(tenant_a, partitions=8)
+    leaders = {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 7, 7: 8}
+    for index, leader in leaders.items():
+        Partition.objects.filter(topic=t, index=index).update(
+            replicas=[1, 2, 4, 7], leader=leader, isr=[1, 2, 4, 7]
+        )
+    live = controller.live_broker_ids()
+    assert live == {1, 2, 4, 7}
+    candidates = {p.index for p in controller._may_need_election(live)}
+    assert candidates == {0, 3, 5, 7}  # led by 0, 3, 5 and 8
+    assert controller._not_in("leader", set()) == Q(leader__isnull=False)
