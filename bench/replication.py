@@ -664,13 +664,16 @@ def _kill_leader(
     """SIGKILL the leader of ``topic``; time the failover; restart it and wait for the ISR."""
     victim = leader_of(admin, topic, timeout)
     since = nodes.controller_log.stat().st_size
+    offsets = {b: nodes.log_path(b).stat().st_size for b in nodes.brokers}
     killed_at = time.time()
     nodes.kill(victim)
     producer.mark()  # records sent from now on cannot be acked by the dead leader
     run: dict[str, Any] = {"killed": victim, "resumed_s": None}
-    with contextlib.suppress(TimeoutError):
+    try:
         wait_until(lambda: producer.resumed_at is not None, timeout, "producing to resume")
         run["resumed_s"] = _since(producer.resumed_at, killed_at)
+    except TimeoutError:
+        _tell_stalled(nodes, admin, topic, producer, since, offsets)
     fenced, elected = _controller_events(nodes.controller_log, since, victim)
     run["fenced_s"], run["elected_s"] = _since(fenced, killed_at), _since(elected, killed_at)
     after = _partition(admin, topic)
@@ -679,6 +682,29 @@ def _kill_leader(
     rejoined = wait_until(lambda: in_sync(admin, topic, 3), timeout, "the ISR to be whole again")
     run["rejoined_isr_s"] = round(rejoined, 3)
     return run
+
+
+def _tell_stalled(
+    nodes: Cluster,
+    admin: Any,
+    topic: str,
+    producer: ContinuousProducer,
+    since: int,
+    offsets: dict[int, int],
+) -> None:
+    """Stderr: what the cluster and the producer looked like when producing did not
+    resume (the partition's state, the errors seen, the logs written since the kill)."""
+    print(
+        f"producing to {topic} did not resume; partition (leader, replicas, isr) "
+        f"{_partition(admin, topic)}; produce errors {sorted(set(producer.errors))[:5]}",
+        file=sys.stderr,
+    )
+    logs = [("controller", nodes.controller_log, since)]
+    logs += [(f"broker {b}", nodes.log_path(b), at) for b, at in sorted(offsets.items())]
+    for name, path, at in logs:
+        lines = path.read_bytes()[at:].decode(errors="replace").splitlines()
+        print(f"--- {name} since the kill (last 40 of {len(lines)} lines):", file=sys.stderr)
+        print("\n".join(lines[-40:]), file=sys.stderr)
 
 
 def failover(
