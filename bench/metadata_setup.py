@@ -10,7 +10,8 @@ Steps (each answers one JSON line):
   one topic ``events`` of P partitions (the deployment's replication factor);
 * ``credentials --tenant SLUG``: a service account of the tenant allowed everything, and
   an API key of it;
-* ``tick --count N``: ``controller_tick()`` N times; each tick's milliseconds.
+* ``tick --count N [--analyze]``: ``controller_tick()`` N times (after ``ANALYZE``, the
+  planner's statistics as autovacuum keeps them); each tick's milliseconds.
 """
 
 from __future__ import annotations
@@ -45,9 +46,14 @@ def seed(first: int, count: int, partitions: int) -> dict[str, Any]:
     return {"tenants": count, "partitions": count * partitions, "seconds": _since(started)}
 
 
-def ticks(count: int) -> dict[str, Any]:
+def ticks(count: int, analyze: bool = False) -> dict[str, Any]:
+    from django.db import connection
+
     from control_plane.controller.services import controller_tick
 
+    if analyze:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
     controller_tick()  # warm: connections, imports
     took = []
     for _ in range(count):
@@ -72,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--tenant", required=True)
     t = steps.add_parser("tick", help="controller_tick() timings")
     t.add_argument("--count", type=int, default=20)
+    t.add_argument("--analyze", action="store_true", help="ANALYZE the database first")
     args = parser.parse_args(argv)
     setup_django()
     if args.step == "seed":
@@ -79,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.step == "credentials":
         answer(credentials("bench-metadata", args.tenant))
     else:
-        answer(ticks(args.count))
+        answer(ticks(args.count, args.analyze))
     return 0
 
 
