@@ -46,9 +46,8 @@ def add_samples(minutes: int = 60) -> dict[str, Any]:
 
     from django.utils import timezone
 
-    from control_plane.catalog import usage
     from control_plane.catalog.models import Topic, TopicSample
-    from control_plane.groups import lag
+    from control_plane.groups import lag, topic_samples
 
     now = timezone.now()
     rows = [
@@ -65,7 +64,7 @@ def add_samples(minutes: int = 60) -> dict[str, Any]:
         for m in range(minutes)
     ]
     TopicSample.objects.bulk_create(rows, batch_size=5000)
-    usage.sample_topics()
+    topic_samples.sample_topics()
     lag.sample_lag()
     return {"samples": len(rows)}
 

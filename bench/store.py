@@ -46,7 +46,7 @@ def answer(found: dict[str, Any]) -> None:
 
 def prepare() -> dict[str, Any]:
     """The first admin and the default tenant, with quotas no benchmark reaches."""
-    from control_plane.core.bootstrap import ensure_first_admin
+    from control_plane.tenancy.bootstrap import ensure_first_admin
     from control_plane.tenancy.models import Tenant
 
     ensure_first_admin()

@@ -3,9 +3,9 @@
 * ``millrace_http_requests_total{method,route,status}`` and
   ``millrace_http_request_duration_seconds{method,route}``, counted by
   :class:`MetricsMiddleware`. ``route`` is the URL pattern that matched
-  (``/api/v1/tenants/<tenant_slug>/topics/``), never the path, so tenants, topics and
-  ids cannot multiply the series; requests no pattern matched are ``<unmatched>`` and
-  unusual methods are ``other``.
+  (``/api/v1/tenants/<tenant_slug>/topics/``; ``control_plane.core.routes``), never the
+  path, so tenants, topics and ids cannot multiply the series; requests no pattern matched
+  are ``<unmatched>`` and unusual methods are ``other``.
 * :func:`metrics_view` serves the default registry (these and prometheus-client's
   process and Python collectors) in the Prometheus text format to callers with
   ``Authorization: Bearer <MILLRACE_METRICS_TOKEN>``, or, when no token is configured,
@@ -16,10 +16,8 @@ The Celery worker's metrics are in ``control_plane.celery_metrics``.
 
 from __future__ import annotations
 
-import functools
 import hmac
 import ipaddress
-import re
 import time
 from typing import Any
 
@@ -30,8 +28,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram,
 
 from control_plane.core.http import client_ip
 from control_plane.core.middleware import HybridMiddleware
+from control_plane.core.routes import route_label
 
-UNMATCHED = "<unmatched>"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 # Long-polling reads (consumer records) may take tens of seconds.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -47,66 +45,6 @@ HTTP_REQUEST_DURATION = Histogram(
     ["method", "route"],
     buckets=DURATION_BUCKETS,
 )
-
-_NAMED_GROUP = re.compile(r"\(\?P<(\w+)>")
-
-
-@functools.lru_cache(maxsize=512)
-def readable_route(route: str) -> str:
-    """A resolver route as a path template: regex groups become ``<name>``, anchors go.
-
-    ``api/v1/^tenants/(?P<tenant_slug>[a-z0-9-]+)/topics/$`` ->
-    ``/api/v1/tenants/<tenant_slug>/topics/``. Routes come from the URLconf, so the
-    cache holds all of them.
-    """
-    out: list[str] = []
-    i = 0
-    while i < len(route):
-        named = _NAMED_GROUP.match(route, i)
-        if named:
-            out.append(f"<{named.group(1)}>")
-            i = _group_end(route, named.end())
-            continue
-        char = route[i]
-        if char == "\\" and i + 1 < len(route):
-            out.append(route[i + 1])
-            i += 2
-            continue
-        if char not in "^$":
-            out.append(char)
-        i += 1
-    return "/" + "".join(out).lstrip("/")
-
-
-def _group_end(pattern: str, i: int) -> int:
-    """The index after the ``)`` closing the group whose body starts at ``i``."""
-    depth = 1
-    in_class = False
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return i
-
-
-def route_label(request: HttpRequest) -> str:
-    """The URL pattern that handled ``request`` (see :func:`readable_route`)."""
-    match = getattr(request, "resolver_match", None)
-    if match is None:
-        return UNMATCHED
-    return readable_route(match.route or "")
 
 
 def _method_label(request: HttpRequest) -> str:

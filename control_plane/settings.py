@@ -123,6 +123,7 @@ INSTALLED_APPS = [
     "control_plane.audit",
     "control_plane.api",
     "control_plane.streams",
+    "control_plane.ops",
     "frontend",
 ]
 

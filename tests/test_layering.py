@@ -86,7 +86,7 @@ def test_only_the_broker_command_imports_brokerlink():
 # The benchmarks and the load generator live in the top-level bench package; of the
 # product, only the ``manage.py perf`` wrapper imports it.
 PRODUCT = ("data_plane", "control_plane", "frontend")
-BENCH_IMPORTERS = {Path("control_plane/core/management/commands/perf.py")}
+BENCH_IMPORTERS = {Path("control_plane/ops/management/commands/perf.py")}
 
 
 def test_the_product_imports_no_benchmark():

@@ -21,6 +21,7 @@ from prometheus_client import REGISTRY
 
 from control_plane import metrics
 from control_plane.api import views as api_views
+from control_plane.core import routes
 from control_plane.logs import json_formatter, logging_config
 from tests.conftest import session_client
 
@@ -256,7 +257,7 @@ def test_requests_are_counted_by_route(mode, owner):
     ],
 )
 def test_readable_route(route, readable):
-    assert metrics.readable_route(route) == readable
+    assert routes.readable_route(route) == readable
 
 
 # --- settings ---------------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def test_second_up_does_not_print_the_password_again(tmp_path):
     env.update(MILLRACE_DATA_DIR=str(tmp_path / "data"))
     code = (
         "import django; django.setup();"
-        "from control_plane.core.bootstrap import ensure_first_admin as e;"
+        "from control_plane.tenancy.bootstrap import ensure_first_admin as e;"
         "a = e(); b = e(); print(bool(a.password), b.password, a.tenant_created, b.tenant_created)"
     )
     subprocess.run(

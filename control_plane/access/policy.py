@@ -7,7 +7,7 @@ the role cannot do, so the console can never allow what the API refuses. An acti
 missing from its table is refused: deny by default.
 
 Pure policy: data and no behaviour; how a Need is checked is
-:meth:`control_plane.api.access.Access.require` (and ``frontend.console.Page.require``).
+:meth:`control_plane.access.caller.Access.require` (and ``frontend.console.Page.require``).
 """
 
 from __future__ import annotations

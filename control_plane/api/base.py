@@ -13,8 +13,8 @@ from django.db.models import QuerySet
 from rest_framework import exceptions, viewsets
 from rest_framework.request import Request
 
+from control_plane.access.caller import Access, resolve_access
 from control_plane.access.policy import Need
-from control_plane.api.access import Access, resolve_access
 from data_plane.acl import ResourceType
 
 

@@ -15,8 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from control_plane.access.caller import request_actor
 from control_plane.access.models import ApiKey
-from control_plane.api.access import request_actor
 from control_plane.catalog.models import Broker, Partition
 from control_plane.controller import reassign
 from control_plane.core.errors import Conflict, NotFound, ServiceError

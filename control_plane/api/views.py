@@ -17,9 +17,9 @@ from rest_framework.views import APIView
 
 from control_plane.access import policy, presets
 from control_plane.access import services as access_services
+from control_plane.access.caller import request_actor
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.api import serializers as s
-from control_plane.api.access import request_actor
 from control_plane.api.authentication import Throttled
 from control_plane.api.base import TenantScopedViewSet
 from control_plane.api.filters import (

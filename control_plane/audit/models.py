@@ -5,8 +5,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from control_plane.tenancy.models import Tenant
-
 
 class ActorType(models.TextChoices):
     USER = "user", "User"
@@ -15,9 +13,14 @@ class ActorType(models.TextChoices):
 
 
 class AuditEvent(models.Model):
-    # NULL for cluster-level events (tenant creation by an operator, brokers).
+    # NULL for cluster-level events (tenant creation by an operator, brokers). Named, not
+    # imported: audit sits below tenancy (tenancy's services record events).
     tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+        "tenancy.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_events",
     )
     # Kept after the tenant is gone, so its history stays findable by operators.
     tenant_slug = models.CharField(max_length=50, blank=True, default="")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from control_plane.audit.models import ActorType, AuditEvent
 from control_plane.core.actor import Actor
-from control_plane.tenancy.models import Tenant
+
+if TYPE_CHECKING:
+    from control_plane.tenancy.models import Tenant
 
 
 def record_event(

@@ -26,7 +26,7 @@ import structlog
 from django.http import HttpRequest, HttpResponse
 
 from control_plane.core.middleware import HybridMiddleware
-from control_plane.metrics import route_label
+from control_plane.core.routes import route_label
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")

@@ -2,7 +2,7 @@
 
 Membership and committed offsets come from the database (the coordinator writes them);
 log start/end offsets and record timestamps come from the brokers, asked through the
-internal principal (``control_plane.core.brokers``). Lag follows Kafka's tools:
+internal principal (``control_plane.catalog.brokers``). Lag follows Kafka's tools:
 
 * ``lag`` = log end offset (the high watermark: what consumers can read) - committed
   offset, in records. A partition assigned to a member that has not committed yet counts
@@ -32,8 +32,8 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from control_plane.catalog.brokers import KafkaClientError, broker_client
 from control_plane.catalog.models import Topic
-from control_plane.core.brokers import KafkaClientError, broker_client
 from control_plane.core.errors import InvalidInput, Unavailable
 from control_plane.groups.models import CommittedOffset, ConsumerGroup, LagSample
 from control_plane.tenancy.models import Tenant

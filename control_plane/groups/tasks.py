@@ -1,4 +1,5 @@
-"""Periodic consumer-group maintenance."""
+"""Periodic consumer-group maintenance, and the topic samples (their consumed side is the
+groups' committed offsets)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from control_plane.groups import lag
+from control_plane.groups import lag, topic_samples
 from control_plane.groups.models import CommittedOffset, ConsumerGroup, GroupState
 
 
@@ -47,3 +48,11 @@ def expire_offsets() -> int:
 def sample_lag() -> int:
     """Record each group's lag per partition (the console's lag history); prune old samples."""
     return lag.sample_lag()
+
+
+# Named for the catalog's TopicSample rows it writes (the name the beat schedule and the docs
+# use); it runs here because it reads the groups' committed offsets.
+@shared_task(name="millrace.catalog.sample_topics", time_limit=120, ignore_result=True)
+def sample_topics() -> int:
+    """Record each topic's end offset, consumed offset and size; prune old samples."""
+    return topic_samples.sample_topics()

@@ -20,8 +20,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from control_plane.access.caller import Access, resolve_access
 from control_plane.access.policy import Need
-from control_plane.api.access import Access, resolve_access
 from control_plane.catalog.models import Topic
 from control_plane.core.errors import InvalidInput, NotFound, ServiceError
 from control_plane.streams import codec, services

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bench import perf
+from control_plane.catalog.brokers import broker_client
 from control_plane.catalog.models import Topic
-from control_plane.core.brokers import broker_client
 from control_plane.tenancy.models import Tenant
 from data_plane.client import ClusterClient, Connection, KafkaClientError
 from data_plane.protocol.errors import ErrorCode as E

@@ -7,7 +7,7 @@ import time
 import pytest
 from django.conf import settings
 
-from control_plane.core.brokers import broker_client
+from control_plane.catalog.brokers import broker_client
 from data_plane import internal_auth
 from data_plane.client import EARLIEST, LATEST, AuthenticationFailed, ClusterClient, Connection
 from data_plane.protocol.errors import ErrorCode as E

@@ -449,8 +449,8 @@ def test_a_service_account_with_an_acl_preset(alice, world, kafka):
 
 
 def test_consumer_group_lag_moves_and_offsets_reset(alice, world, kafka):
-    from control_plane.catalog import usage
     from control_plane.groups import lag as group_lag
+    from control_plane.groups import topic_samples
 
     page = alice
     topic, group = world["topic"], world["group"]
@@ -458,14 +458,14 @@ def test_consumer_group_lag_moves_and_offsets_reset(alice, world, kafka):
     c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
     c.close()
     committed(group_lag.sample_lag)
-    committed(usage.sample_topics)  # what the beat schedule does every minute
+    committed(topic_samples.sample_topics)  # what the beat schedule does every minute
     url = f"{world['base']}/t/{kafka.tenant_a}/groups/{group}/"
     page.goto(url)
     assert page.locator("#group-offsets td.lag").first.inner_text() == "2"  # 3 - 1
     time.sleep(1.1)
     produce(kafka, topic, [b'{"order": %d}' % i for i in range(4, 14)])
     committed(group_lag.sample_lag)
-    committed(usage.sample_topics)
+    committed(topic_samples.sample_topics)
     page.goto(url)
     assert page.locator("#group-offsets td.lag").first.inner_text() == "12"  # the lag moved
     page.locator(".chart canvas").first.wait_for()  # uPlot drew the lag history

@@ -17,6 +17,7 @@ from control_plane.audit.models import AuditEvent
 from control_plane.catalog import usage
 from control_plane.catalog.models import TopicSample
 from control_plane.groups import lag as group_lag
+from control_plane.groups import topic_samples
 from control_plane.groups.models import CommittedOffset, LagSample
 from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Role, Tenant
@@ -130,10 +131,10 @@ def test_overview_shows_storage_throughput_and_lagging_groups(kafka, members):
     confluent_create(kafka, kafka.admin_a, topic, partitions=1)
     produce(kafka, topic, 50)
     consume_and_commit(kafka, topic, group, 10)
-    assert usage.sample_topics() >= 1
+    assert topic_samples.sample_topics() >= 1
     time.sleep(1.1)
     produce(kafka, topic, 30, start=50)
-    assert usage.sample_topics() >= 1
+    assert topic_samples.sample_topics() >= 1
     sample = TopicSample.objects.filter(topic__name=topic).latest("at")
     assert sample.end_offset == 80 and sample.consumed == 10 and sample.size_bytes > 0
     # Its rates since the sample before: 30 records produced in a little over a second.

@@ -39,7 +39,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from control_plane.core.bootstrap import ensure_first_admin
+from control_plane.tenancy.bootstrap import ensure_first_admin
 
 STOP_TIMEOUT_SECONDS = 15
 MAX_RESTART_DELAY_SECONDS = 30.0

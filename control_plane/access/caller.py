@@ -1,7 +1,10 @@
-"""Who is calling, inside which tenant, and what they may do there.
+"""Who is calling a REST view, inside which tenant, and what they may do there.
 
-Resolved once per request by :class:`~control_plane.api.base.TenantScopedViewSet`, which
-checks each action's :class:`~control_plane.access.policy.Need`:
+Resolved once per request by the admin API's
+:class:`~control_plane.api.base.TenantScopedViewSet`, which checks each action's
+:class:`~control_plane.access.policy.Need`, and by the data API's views
+(``control_plane.streams.views``). It lives here, below both, so the data API need not
+import the admin API (which routes to it):
 
 * a **user** acts with their membership role (viewer < developer < admin < owner);
 * an **API key** acts as its service account, allowed exactly what the tenant's ACLs
