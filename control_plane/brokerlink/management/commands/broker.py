@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import resource
 import signal
 import socket
 from pathlib import Path
@@ -24,6 +25,8 @@ from control_plane.brokerlink.store import DjangoMetadataStore
 from data_plane import internal_auth
 from data_plane.broker.server import Broker, BrokerConfig
 from data_plane.groups.coordinator import CoordinatorConfig
+
+logger = logging.getLogger("millrace.broker")
 
 
 class Command(BaseCommand):
@@ -125,6 +128,7 @@ class Command(BaseCommand):
             max_connections_per_tenant=settings.MILLRACE_BROKER_MAX_CONNECTIONS_PER_TENANT,
         )
         store = DjangoMetadataStore(allow_anonymous=options["allow_anonymous"])
+        raise_open_files_limit()
         asyncio.run(self._serve(Broker(config, store)))
 
     async def _serve(self, broker: Broker) -> None:
@@ -145,6 +149,24 @@ class Command(BaseCommand):
         self.stdout.flush()
         await stop.wait()
         await broker.stop()
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft limit of open files to its hard limit, and log it.
+
+    Every partition replica whose log is open holds three descriptors (the active
+    segment, and its two index maps), and clients hold one each. Returns the limit now
+    in force (docs/deploy.md: what to set it to)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1_048_576)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            logger.warning("could not raise the open files limit from %s: %s", soft, exc)
+    logger.info("open files limit %s (about %s open partition replicas)", soft, soft // 3)
+    return soft
 
 
 def broker_id_from(value: str, hostname: str) -> int:
