@@ -72,6 +72,12 @@ __all__ = ["CLOSE_NOT_FOUND", "CLOSE_UNAUTHENTICATED", "FrameError", "StreamCons
 logger = logging.getLogger("millrace.streams.ws")
 
 # Close codes (docs/streams.md).
+# at-least-once in a group: acknowledged offsets are committed this often (and on
+# revocation and on close).
+COMMIT_INTERVAL_S = 0.5
+# Bound on the commit a closing socket makes before it leaves the group.
+CLOSE_COMMIT_TIMEOUT_S = 5.0
+
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
@@ -167,9 +173,14 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
                 )
         consumer, self.consumer = self.consumer, None
         if consumer is not None:
-            # Acknowledged offsets are not committed here, although docs/streams.md says
-            # "and on close": the code this replaced cleared self.consumer before its
-            # commit, so it never committed on close. Kept as it was; a change of its own.
+            spec = self.session.subscription
+            if spec is not None and spec.commits_acknowledged:
+                # What was acknowledged since the last tick, before the group moves on.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        self._commit(consumer, self.session.commits_due()),
+                        CLOSE_COMMIT_TIMEOUT_S,
+                    )
             await stop_quietly(consumer.stop())  # leaves the group: the others rebalance now
         producer, self.producer = self.producer, None
         if producer is not None:
@@ -422,7 +433,7 @@ class StreamConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
 
     async def _commit_loop(self) -> None:
         while not self.closed:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(COMMIT_INTERVAL_S)
             if self.consumer is not None:
                 await self._commit(self.consumer, self.session.commits_due())
 

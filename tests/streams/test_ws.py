@@ -256,6 +256,45 @@ def test_group_member_shares_partitions_and_unacked_records_are_redelivered(kafk
     run(scenario())
 
 
+def test_acknowledged_offsets_are_committed_when_the_socket_closes(kafka, monkeypatch):
+    """at-least-once: what was acknowledged since the last periodic commit is committed on
+    close, before the socket's member leaves (the periodic commit is turned off here, so
+    only the close can have committed)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from control_plane.streams import consumers as ws
+
+    monkeypatch.setattr(ws, "COMMIT_INTERVAL_S", 3600.0)
+    name = topic_name("wsc")
+    group = f"g-{name}"
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    produce(kafka, name, [b"%d" % i for i in range(5)], partition=0)
+
+    async def scenario():
+        comm = await open_socket(kafka)
+        await comm.receive_json_from(timeout=10)
+        await comm.send_json_to(
+            {"type": "subscribe", "topics": [name], "group": group, "from": "earliest"}
+        )
+        delivered = []
+        deadline = time.monotonic() + 30
+        while len(delivered) < 5 and time.monotonic() < deadline:
+            frame = await comm.receive_json_from(timeout=20)
+            delivered += frame.get("records", [])
+        assert [r["offset"] for r in delivered] == [0, 1, 2, 3, 4]
+        await comm.send_json_to({"type": "ack", "topic": name, "partition": 0, "offset": 2})
+        await comm.receive_nothing(0.2)  # the ack is taken before the close
+        await comm.disconnect()
+
+    run(scenario())
+    c = Consumer(confluent_conf(kafka, kafka.admin_a, **{"group.id": group}))
+    try:
+        (found,) = c.committed([TopicPartition(name, 0)], timeout=10)
+    finally:
+        c.close()
+    assert found.offset == 3  # the next record to read after the acknowledged one
+
+
 def test_authentication_and_bad_frames(kafka, settings):
     shared = f"shared-{topic_name()}"
     private = topic_name("private")
