@@ -71,13 +71,13 @@ __all__ = ["CLOSE_NOT_FOUND", "CLOSE_UNAUTHENTICATED", "FrameError", "StreamCons
 
 logger = logging.getLogger("millrace.streams.ws")
 
-# Close codes (docs/streams.md).
 # at-least-once in a group: acknowledged offsets are committed this often (and on
 # revocation and on close).
 COMMIT_INTERVAL_S = 0.5
 # Bound on the commit a closing socket makes before it leaves the group.
 CLOSE_COMMIT_TIMEOUT_S = 5.0
 
+# Close codes (docs/streams.md).
 CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
