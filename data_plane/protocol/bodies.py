@@ -70,6 +70,13 @@ class ProduceResponse(TypedDict, total=False):
     throttle_time_ms: int  # v1+
 
 
+class FetchRequestReplicaState(TypedDict):
+    """``FetchRequest.replica_state``."""
+
+    replica_id: int
+    replica_epoch: int
+
+
 class FetchRequestPartitions(TypedDict):
     """An element of ``FetchRequestTopics.partitions``."""
 
@@ -79,27 +86,31 @@ class FetchRequestPartitions(TypedDict):
     last_fetched_epoch: NotRequired[int]  # v12+
     log_start_offset: NotRequired[int]  # v5+
     partition_max_bytes: int
+    replica_directory_id: NotRequired[uuid.UUID]  # v17+, tagged
 
 
 class FetchRequestTopics(TypedDict):
     """An element of ``FetchRequest.topics``."""
 
-    topic: str
+    topic: NotRequired[str]  # v4-12
+    topic_id: NotRequired[uuid.UUID]  # v13+
     partitions: list[FetchRequestPartitions]
 
 
 class FetchRequestForgottenTopicsData(TypedDict):
     """An element of ``FetchRequest.forgotten_topics_data``."""
 
-    topic: str
+    topic: NotRequired[str]  # v7-12
+    topic_id: NotRequired[uuid.UUID]  # v13+
     partitions: list[int]
 
 
 class FetchRequest(TypedDict):
-    """Fetch request (API key 1), v4-12."""
+    """Fetch request (API key 1), v4-17."""
 
     cluster_id: NotRequired[str | None]  # v12+, tagged
-    replica_id: int
+    replica_id: NotRequired[int]  # v4-14
+    replica_state: NotRequired[FetchRequestReplicaState]  # v15+, tagged
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
@@ -158,17 +169,28 @@ class FetchResponsePartitions(TypedDict, total=False):
 class FetchResponseResponses(TypedDict, total=False):
     """An element of ``FetchResponse.responses``."""
 
-    topic: str
+    topic: str  # v4-12
+    topic_id: uuid.UUID  # v13+
     partitions: list[FetchResponsePartitions]
 
 
+class FetchResponseNodeEndpoints(TypedDict, total=False):
+    """An element of ``FetchResponse.node_endpoints``."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
 class FetchResponse(TypedDict, total=False):
-    """Fetch response (API key 1), v4-12."""
+    """Fetch response (API key 1), v4-17."""
 
     throttle_time_ms: int
     error_code: int  # v7+
     session_id: int  # v7+
     responses: list[FetchResponseResponses]
+    node_endpoints: list[FetchResponseNodeEndpoints]  # v16+, tagged
 
 
 class ListOffsetsRequestPartitions(TypedDict):

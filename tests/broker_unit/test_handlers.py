@@ -67,7 +67,15 @@ class Node:
         return {"node_id": ME, "host": "127.0.0.1", "port": 9092, "rack": None}
 
     def cluster_metadata(self, tls: bool = False) -> list[dict[str, Any]]:
-        return [self.broker_metadata(tls)]
+        # As the server's: this broker, then the others at the client's listener's address.
+        others = [
+            {"node_id": b.id, "host": host, "port": port, "rack": b.rack}
+            for b in sorted(self.snapshot.brokers.values(), key=lambda b: b.id)
+            if b.id != ME
+            for host, port in [b.endpoint(tls)]
+            if port is not None
+        ]
+        return [self.broker_metadata(tls), *others]
 
     def coordinator_for(self, tenant_id: int, group_id: str) -> BrokerInfo | None:
         return self.snapshot.brokers.get(ME)
@@ -150,8 +158,15 @@ def principal_of(store: MemoryStore, tenant_id: int, *grants: tuple[Operation, R
     return principal
 
 
-def call(services: Services, principal: Any, key: int, version: int, body: dict[str, Any]):
-    ctx = RequestContext(services, principal, "127.0.0.1", version, "unit-test")
+def call(
+    services: Services,
+    principal: Any,
+    key: int,
+    version: int,
+    body: dict[str, Any],
+    tls: bool = False,
+):
+    ctx = RequestContext(services, principal, "127.0.0.1", version, "unit-test", tls)
     return asyncio.run(DISPATCH[key](ctx, body))
 
 
@@ -310,3 +325,177 @@ def test_produce_to_another_tenants_topic_is_unknown(world):
     topic = store.snapshot().topic(globex, "payments")
     partition, _ = services.replicas.leader_partition(topic, 0)
     assert partition is not None and partition.log.log_end_offset == 0  # nothing written
+
+
+# --- Fetch by topic id (v13+) ---------------------------------------------------------------
+
+BY_ID = range(13, 18)
+
+
+def fetch_by_id(
+    services: Services,
+    principal: Any,
+    version: int,
+    wanted: list[tuple[uuid.UUID, int]],
+    *,
+    tls: bool = False,
+    replica_id: int = -1,
+) -> dict[str, Any]:
+    """A Fetch by topic id as a client sends it: encoded at ``version`` and decoded again,
+    so the handler sees exactly what the wire carries (defaults for absent tagged fields)."""
+    body: dict[str, Any] = {
+        "replica_id": replica_id,
+        "replica_state": {"replica_id": replica_id, "replica_epoch": -1},
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition": index,
+                        "fetch_offset": 0,
+                        "partition_max_bytes": 1 << 20,
+                        "replica_directory_id": uuid.uuid4(),
+                    }
+                ],
+            }
+            for topic_id, index in wanted
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    decoded = fetch.REQUEST.decode(fetch.REQUEST.encode(body, version), version)
+    got: dict[str, Any] = call(services, principal, fetch.KEY, version, decoded, tls)
+    # What the handler answers must encode at the version asked for.
+    fetch.RESPONSE.encode_chunks(got, version)
+    return got
+
+
+def produce_three(services: Services, principal: Any, topic: str) -> bytes:
+    records = batch(3)
+    answer = call(
+        services,
+        principal,
+        produce.KEY,
+        9,
+        {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == E.NONE
+    return bytes(records)
+
+
+@pytest.mark.parametrize("version", BY_ID)
+def test_fetch_by_topic_id_reads_the_topic_and_echoes_its_id(world, version):
+    store, node, services, acme, _ = world
+    orders = store.add_topic(acme, "orders")
+    app = principal_of(
+        store, acme, (Operation.WRITE, ResourceType.TOPIC), (Operation.READ, ResourceType.TOPIC)
+    )
+    asyncio.run(node.refresh_metadata())
+    produced = produce_three(services, app, "orders")
+    got = fetch_by_id(services, app, version, [(orders.topic_id, 0)])
+    [topic] = got["responses"]
+    assert topic["topic_id"] == orders.topic_id
+    [part] = topic["partitions"]
+    assert (part["error_code"], part["high_watermark"]) == (E.NONE, 3)
+    stored = part["records"].read()
+    [header] = list(iter_batches(stored))
+    assert (header.base_offset, header.records_count) == (0, 3)
+    assert zlib.crc32(stored[61:]) == zlib.crc32(produced[61:])
+    assert "node_endpoints" not in got and "current_leader" not in part
+
+
+@pytest.mark.parametrize("version", BY_ID)
+def test_fetch_by_id_of_another_tenants_topic_is_as_unknown_as_a_random_id(world, version):
+    store, node, services, acme, globex = world
+    theirs = store.add_topic(globex, "orders")
+    store.add_topic(acme, "orders")
+    app = principal_of(store, acme, (Operation.READ, ResourceType.TOPIC))
+    key_id, _ = store.add_key(acme, "nobody")  # no READ: an unknown id is unknown first
+    nobody = store.principal_for_key(key_id)
+    asyncio.run(node.refresh_metadata())
+    stranger = uuid.uuid4()
+    for who in (app, nobody):
+        got = fetch_by_id(services, who, version, [(theirs.topic_id, 0), (stranger, 0)])
+        assert [t["topic_id"] for t in got["responses"]] == [theirs.topic_id, stranger]
+        codes = [p["error_code"] for t in got["responses"] for p in t["partitions"]]
+        assert codes == [E.UNKNOWN_TOPIC_ID, E.UNKNOWN_TOPIC_ID]
+        assert all(p["records"] == b"" for t in got["responses"] for p in t["partitions"])
+    # Their own topic without READ: not authorized.
+    ours = node.snapshot.topic(acme, "orders").topic_id
+    got = fetch_by_id(services, nobody, version, [(ours, 0)])
+    assert got["responses"][0]["partitions"][0]["error_code"] == E.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_fetch_by_the_id_of_a_deleted_and_recreated_topic(world):
+    store, node, services, acme, _ = world
+    old = store.add_topic(acme, "orders")
+    app = principal_of(
+        store, acme, (Operation.WRITE, ResourceType.TOPIC), (Operation.READ, ResourceType.TOPIC)
+    )
+    store.delete_topic(store.system_principal(acme), "orders")
+    new = store.add_topic(acme, "orders")
+    asyncio.run(node.refresh_metadata())
+    assert new.topic_id != old.topic_id
+    produce_three(services, app, "orders")
+    got = fetch_by_id(services, app, 13, [(old.topic_id, 0), (new.topic_id, 0)])
+    stale, fresh = (t["partitions"][0] for t in got["responses"])
+    assert stale["error_code"] == E.UNKNOWN_TOPIC_ID
+    assert (fresh["error_code"], fresh["high_watermark"]) == (E.NONE, 3)
+
+
+@pytest.mark.parametrize("version", [15, 16, 17])
+def test_a_tenant_naming_a_replica_in_replica_state_is_refused(world, version):
+    store, node, services, acme, _ = world
+    orders = store.add_topic(acme, "orders")
+    app = principal_of(store, acme, (Operation.READ, ResourceType.TOPIC))
+    asyncio.run(node.refresh_metadata())
+    got = fetch_by_id(services, app, version, [(orders.topic_id, 0)], replica_id=2)
+    assert got["error_code"] == E.CLUSTER_AUTHORIZATION_FAILED and got["responses"] == []
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+@pytest.mark.parametrize("version", BY_ID)
+def test_fetch_from_a_broker_not_leading_names_the_leader_from_v16(world, version, tls):
+    store, node, services, acme, _ = world
+    store.register_broker(2, "10.0.0.2", 9192, "rack-b", "tls.example", 9193)
+    store.register_broker(3, "10.0.0.3", 9292, None, "tls3.example", 9293)
+    orders = store.add_topic(acme, "orders", partitions=4, replication_factor=1)
+    app = principal_of(store, acme, (Operation.READ, ResourceType.TOPIC))
+    asyncio.run(node.refresh_metadata())
+    info = node.snapshot.topic(acme, "orders")
+    theirs = next(p for p in info.partitions if p.leader == 2)
+    mine = next(p for p in info.partitions if p.leader == ME)
+    got = fetch_by_id(
+        services,
+        app,
+        version,
+        [(orders.topic_id, theirs.index), (orders.topic_id, mine.index)],
+        tls=tls,
+    )
+    elsewhere, here = (t["partitions"][0] for t in got["responses"])
+    assert elsewhere["error_code"] == E.NOT_LEADER_OR_FOLLOWER
+    assert here["error_code"] == E.NONE
+    assert "current_leader" not in here
+    if version < 16:
+        assert "current_leader" not in elsewhere and "node_endpoints" not in got
+        return
+    assert elsewhere["current_leader"] == {"leader_id": 2, "leader_epoch": theirs.leader_epoch}
+    # Only the leader named (not broker 3, not this one), at the listener's address.
+    address = ("tls.example", 9193) if tls else ("10.0.0.2", 9192)
+    assert got["node_endpoints"] == [
+        {"node_id": 2, "host": address[0], "port": address[1], "rack": "rack-b"}
+    ]
+    decoded = fetch.RESPONSE.decode(fetch.RESPONSE.encode(got, version), version)
+    assert decoded["node_endpoints"][0]["host"] == address[0]
+    assert decoded["responses"][0]["partitions"][0]["current_leader"]["leader_id"] == 2

@@ -148,6 +148,16 @@ class RequestContext:
                 return None
         return self.snapshot.topic(self.principal.tenant_id, name)
 
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        """A topic by its id, inside the principal's tenant (another broker sees every
+        tenant's): another tenant's id is as unknown as one that never existed."""
+        topic = self.snapshot.topic_by_id(topic_id)
+        if topic is None or (
+            topic.tenant_id != self.principal.tenant_id and not self.principal.broker
+        ):
+            return None
+        return topic
+
 
 def leader_partition(
     ctx: RequestContext, topic: TopicInfo | None, allowed: bool, index: int

@@ -1,18 +1,32 @@
-"""Fetch: consumers and follower replicas read partitions through the replica manager."""
+"""Fetch: consumers and follower replicas read partitions through the replica manager.
+
+From v13 topics are named by id (an id outside the principal's tenant is unknown:
+UNKNOWN_TOPIC_ID); from v15 a follower's id comes in ``replica_state``; from v16 a
+partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries the current
+leader, and that leader's address for the client's listener is in ``node_endpoints``
+(KIP-951). v17's ``replica_directory_id`` is for KRaft voters and is ignored. There are no
+fetch sessions: every answer has session id 0, so clients keep sending full fetches.
+"""
 
 from __future__ import annotations
 
 from data_plane.acl import Operation
 from data_plane.broker.handlers.context import E, Handler, RequestContext, T
 from data_plane.log.segment import FileSlice
+from data_plane.metadata.model import TopicInfo
 from data_plane.protocol import bodies
 from data_plane.protocol.messages import fetch as fetch_api
-from data_plane.replication.manager import FetchPartition
+from data_plane.replication.manager import FetchPartition, FetchResult
+
+# Errors that tell a v16+ client where the partition's leader is (KIP-951).
+_LEADER_CHANGED = (E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH)
 
 
 async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.FetchResponse:
     svc = ctx.services
-    replica = req["replica_id"]
+    version = ctx.version
+    by_id = version >= 13
+    replica = req["replica_state"]["replica_id"] if version >= 15 else req["replica_id"]
     if replica >= 0 and not ctx.principal.broker:
         return {
             "throttle_time_ms": 0,
@@ -23,9 +37,21 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
     responses: list[bodies.FetchResponseResponses] = []
     wanted: list[FetchPartition] = []
     entries: list[bodies.FetchResponsePartitions] = []
+    topic: TopicInfo | None
     for t in req["topics"]:
-        topic = ctx.topic(t["topic"])
-        allowed = topic is not None and ctx.may(Operation.READ, T, t["topic"])
+        if by_id:
+            topic_id = t["topic_id"]
+            topic = ctx.topic_by_id(topic_id)
+            name = "" if topic is None else topic.name
+            unknown = E.UNKNOWN_TOPIC_ID
+            # "topic" is not on the wire from v13; it names the topic for the metrics.
+            response: bodies.FetchResponseResponses = {"topic": name, "topic_id": topic_id}
+        else:
+            name = t["topic"]
+            topic = ctx.topic(name)
+            unknown = E.UNKNOWN_TOPIC_OR_PARTITION
+            response = {"topic": name}
+        allowed = topic is not None and ctx.may(Operation.READ, T, name)
         partitions: list[bodies.FetchResponsePartitions] = []
         for p in t["partitions"]:
             entry: bodies.FetchResponsePartitions = {
@@ -41,7 +67,7 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
             partitions.append(entry)
             # Kafka's order: an unknown topic first (nothing revealed to the unauthorized).
             if topic is None:
-                entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_code"] = unknown
             elif not allowed:
                 entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
             else:
@@ -55,8 +81,10 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
                     )
                 )
                 entries.append(entry)
-        responses.append({"topic": t["topic"], "partitions": partitions})
+        response["partitions"] = partitions
+        responses.append(response)
     total = 0
+    leaders: set[int] = set()
     if wanted:
         results, total = await svc.replicas.fetch_records(
             replica,
@@ -73,6 +101,8 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
                 entry["log_start_offset"] = result.log_start_offset
             if result.records is not None:
                 entry["records"] = result.records
+        if version >= 16:
+            _current_leaders(entries, results, wanted, leaders)
     throttle = 0
     tenant_id = ctx.principal.tenant_id
     if replica < 0:  # replication is not a tenant's consumption
@@ -84,12 +114,38 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
             svc.metrics.throttled(ctx.principal.tenant_slug, "fetch", throttle)
     elif total:
         svc.metrics.replication_bytes_out.inc(total)
-    return {
+    answer: bodies.FetchResponse = {
         "throttle_time_ms": throttle,
         "error_code": E.NONE,
         "session_id": 0,
         "responses": responses,
     }
+    if leaders:
+        # Only the leaders named above, at the addresses of the listener the client used.
+        answer["node_endpoints"] = [
+            {"node_id": m["node_id"], "host": m["host"], "port": m["port"], "rack": m["rack"]}
+            for m in svc.cluster.cluster_metadata(ctx.tls)
+            if m["node_id"] in leaders
+        ]
+    return answer
+
+
+def _current_leaders(
+    entries: list[bodies.FetchResponsePartitions],
+    results: list[FetchResult],
+    wanted: list[FetchPartition],
+    leaders: set[int],
+) -> None:
+    """KIP-951: a partition whose leader moved names the leader it has now (from this
+    broker's metadata); ``leaders`` collects their ids for ``node_endpoints``."""
+    for entry, result, want in zip(entries, results, wanted, strict=True):
+        if result.error not in _LEADER_CHANGED or want.index >= want.topic.partition_count:
+            continue
+        info = want.topic.partitions[want.index]
+        leader = -1 if info.leader is None else info.leader
+        entry["current_leader"] = {"leader_id": leader, "leader_epoch": info.leader_epoch}
+        if leader >= 0:
+            leaders.add(leader)
 
 
 def _count_consumed(ctx: RequestContext, responses: list[bodies.FetchResponseResponses]) -> None:

@@ -1,12 +1,18 @@
-"""Fetch (key 1): read record batches from partitions. Versions 4-12."""
+"""Fetch (key 1): read record batches from partitions. Versions 4-17.
+
+v13 names topics by id (request, forgotten topics, response); v14 has no schema change;
+v15 moves the follower's id into the tagged ``replica_state``; v16 adds the response's
+tagged ``node_endpoints`` for ``current_leader`` (KIP-951); v17 adds the partition's
+tagged ``replica_directory_id`` (KIP-853, KRaft voters only).
+"""
 
 from __future__ import annotations
 
 from data_plane.protocol.schema import Array, Field, Struct, message
-from data_plane.protocol.types import INT8, INT16, INT32, INT64, RECORDS, STRING
+from data_plane.protocol.types import INT8, INT16, INT32, INT64, RECORDS, STRING, UUID
 
 KEY = 1
-VALID = (4, 12)
+VALID = (4, 17)
 FLEXIBLE = (12, None)
 
 REQUEST = message(
@@ -24,6 +30,16 @@ REQUEST = message(
         tagged=(12, None),
     ),
     Field("replica_id", INT32, versions=(0, 14), default=-1),
+    Field(
+        "replica_state",
+        Struct(
+            Field("replica_id", INT32, versions=(15, None), default=-1),
+            Field("replica_epoch", INT64, versions=(15, None), default=-1),
+        ),
+        versions=(15, None),
+        tag=1,
+        tagged=(15, None),
+    ),
     Field("max_wait_ms", INT32),
     Field("min_bytes", INT32),
     Field("max_bytes", INT32, versions=(3, None), default=0x7FFFFFFF),
@@ -35,6 +51,7 @@ REQUEST = message(
         Array(
             Struct(
                 Field("topic", STRING, versions=(0, 12)),
+                Field("topic_id", UUID, versions=(13, None)),
                 Field(
                     "partitions",
                     Array(
@@ -45,6 +62,13 @@ REQUEST = message(
                             Field("last_fetched_epoch", INT32, versions=(12, None), default=-1),
                             Field("log_start_offset", INT64, versions=(5, None), default=-1),
                             Field("partition_max_bytes", INT32),
+                            Field(
+                                "replica_directory_id",
+                                UUID,
+                                versions=(17, None),
+                                tag=0,
+                                tagged=(17, None),
+                            ),
                         )
                     ),
                 ),
@@ -56,6 +80,7 @@ REQUEST = message(
         Array(
             Struct(
                 Field("topic", STRING, versions=(7, 12)),
+                Field("topic_id", UUID, versions=(13, None)),
                 Field("partitions", Array(INT32), versions=(7, None)),
             )
         ),
@@ -78,6 +103,7 @@ RESPONSE = message(
         Array(
             Struct(
                 Field("topic", STRING, versions=(0, 12)),
+                Field("topic_id", UUID, versions=(13, None)),
                 Field(
                     "partitions",
                     Array(
@@ -135,5 +161,19 @@ RESPONSE = message(
                 ),
             )
         ),
+    ),
+    Field(
+        "node_endpoints",
+        Array(
+            Struct(
+                Field("node_id", INT32, versions=(16, None)),
+                Field("host", STRING, versions=(16, None)),
+                Field("port", INT32, versions=(16, None)),
+                Field("rack", STRING, versions=(16, None), nullable=(16, None)),
+            )
+        ),
+        versions=(16, None),
+        tag=0,
+        tagged=(16, None),
     ),
 )
