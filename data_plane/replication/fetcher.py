@@ -6,14 +6,16 @@ high watermark. Then it appends what it fetches with the leader's offsets and ep
 high watermark is the leader's, capped by its own log end.
 
 The replica connection authenticates as the broker-internal principal
-(``internal_auth.BROKER_USER``). That principal names topics by topic id, since it belongs
-to no tenant.
+(``internal_auth.BROKER_USER``). That principal belongs to no tenant, so it names topics by
+topic id: Fetch v15 (``topic_id``; the replica id in ``replica_state``) when the leader
+serves it, else Fetch v12 and OffsetForLeaderEpoch with the id as the topic's name.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -28,7 +30,10 @@ from data_plane.records.batch import InvalidRecordBatch, read_header
 
 logger = logging.getLogger("millrace.broker.replication")
 E = ErrorCode
-FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
+FETCH, OFFSET_FOR_LEADER_EPOCH, API_VERSIONS = 1, 23, 18
+# The Fetch versions a fetcher sends: by topic id when the leader serves it (a leader not
+# yet upgraded, in a rolling upgrade, gets the id as the topic's name at v12).
+FETCH_BY_ID, FETCH_BY_NAME = 15, 12
 
 
 @dataclass
@@ -67,6 +72,7 @@ class ReplicaFetcher(threading.Thread):
         self.address = address
         self._stopped = threading.Event()
         self._conn: Connection | None = None
+        self._fetch_version = FETCH_BY_NAME  # the connection's, from the leader's ApiVersions
         self._max_wait_ms = manager.fetch_wait_ms
         self._password = manager.internal_password
 
@@ -107,6 +113,7 @@ class ReplicaFetcher(threading.Thread):
                 timeout=max(10.0, self._max_wait_ms / 1000 + 5),
             )
             conn.authenticate(internal_auth.MECHANISM, internal_auth.BROKER_USER, self._password)
+            self._fetch_version = _fetch_version(conn)
             self._conn = conn
         return self._conn
 
@@ -122,8 +129,10 @@ class ReplicaFetcher(threading.Thread):
             followed = [(tp, f) for tp, f in self.partitions() if not f.needs_truncation]
             if not followed:
                 return True
+        version = self._fetch_version
         request = {
-            "replica_id": self.manager.broker_id,
+            "replica_id": self.manager.broker_id,  # v12
+            "replica_state": {"replica_id": self.manager.broker_id, "replica_epoch": -1},  # v15
             "max_wait_ms": self._max_wait_ms,
             "min_bytes": 1,
             "max_bytes": 64 * 2**20,
@@ -144,7 +153,7 @@ class ReplicaFetcher(threading.Thread):
             "forgotten_topics_data": [],
             "rack_id": "",
         }
-        answer = conn.request(FETCH, 12, request)
+        answer = conn.request(FETCH, version, request)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "fetched from %s: %s",
@@ -155,10 +164,13 @@ class ReplicaFetcher(threading.Thread):
                     for p in t["partitions"]
                 ],
             )
-        index = {(str(f.topic.topic_id), f.index): (tp, f) for tp, f in followed}
+        by_id = version >= 13
+        index: dict[tuple[uuid.UUID | None, int], tuple[TopicPartition, FollowedPartition]]
+        index = {(f.topic.topic_id, f.index): (tp, f) for tp, f in followed}
         for t in answer["responses"]:
+            topic_id = t["topic_id"] if by_id else _topic_id(t["topic"])
             for p in t["partitions"]:
-                found = index.get((t["topic"], p["partition_index"]))
+                found = index.get((topic_id, p["partition_index"]))
                 if found is None:
                     continue
                 with found[1].lock:
@@ -227,10 +239,12 @@ class ReplicaFetcher(threading.Thread):
             ),
         }
         answer = conn.request(OFFSET_FOR_LEADER_EPOCH, 4, request)
-        index = {(str(f.topic.topic_id), f.index): f for _, f in pending}
+        index: dict[tuple[uuid.UUID | None, int], FollowedPartition]
+        index = {(f.topic.topic_id, f.index): f for _, f in pending}
         for t in answer["topics"]:
+            topic_id = _topic_id(t["topic"])
             for p in t["partitions"]:
-                f = index.get((t["topic"], p["partition"]))
+                f = index.get((topic_id, p["partition"]))
                 if f is None or p["error_code"] != E.NONE:
                     continue  # an error is retried on the next round
                 with f.lock:
@@ -265,7 +279,37 @@ def _by_topic(
     entries: list[tuple[TopicPartition, FollowedPartition]],
     partition: Callable[[FollowedPartition], dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    topics: dict[str, list[dict[str, Any]]] = {}
+    """The partitions by topic, each topic named both ways: by id (``topic_id``, Fetch v13+)
+    and by the id as its name (``topic``, older versions); a version encodes its own."""
+    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
     for _, f in entries:
-        topics.setdefault(str(f.topic.topic_id), []).append(partition(f))
-    return [{"topic": t, "partitions": ps} for t, ps in topics.items()]
+        topics.setdefault(f.topic.topic_id, []).append(partition(f))
+    return [{"topic": str(t), "topic_id": t, "partitions": ps} for t, ps in topics.items()]
+
+
+def _topic_id(name: str) -> uuid.UUID | None:
+    """A topic id the leader sent as a topic's name (None if it is not one)."""
+    try:
+        return uuid.UUID(name)
+    except ValueError:
+        return None
+
+
+def _fetch_version(conn: Connection) -> int:
+    """The Fetch version to send the leader: by topic id if it serves it."""
+    answer = conn.request(
+        API_VERSIONS,
+        3,
+        {"client_software_name": "millrace-replica", "client_software_version": "1"},
+    )
+    if answer["error_code"] != E.NONE:
+        raise KafkaClientError(
+            f"ApiVersions refused: {ErrorCode(answer['error_code']).name}",
+            answer["error_code"],
+        )
+    for api in answer["api_keys"]:
+        if api["api_key"] == FETCH:
+            if api["min_version"] <= FETCH_BY_ID <= api["max_version"]:
+                return FETCH_BY_ID
+            return FETCH_BY_NAME
+    return FETCH_BY_NAME
