@@ -74,6 +74,14 @@ FOOTER = """
   replicas with the REST reassignment API (`/api/v1/cluster/reassignments/`).
 - **DeleteRecords**: offset -1 means "up to the high watermark"; any other negative offset
   answers `OFFSET_OUT_OF_RANGE` (1).
+- **Fetch** v13+ names topics by id. An id that is unknown, of a deleted topic (a
+  recreated topic has a new id) or of another tenant's topic answers `UNKNOWN_TOPIC_ID`
+  (100), alike; then `TOPIC_AUTHORIZATION_FAILED` (29) without Read. From v16 a partition
+  answered `NOT_LEADER_OR_FOLLOWER` (6) or `FENCED_LEADER_EPOCH` (74) carries
+  `current_leader`, and `node_endpoints` lists those leaders at the addresses of the
+  listener the client used (KIP-951). v17's `replica_directory_id` is ignored (KRaft
+  voters only). There are no fetch sessions: every answer has `session_id` 0, so clients
+  keep sending full fetches (librdkafka 2.16 fetches at v16).
 - **Transactions** are not served yet: FindCoordinator for a transactional id answers
   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53), "transactions are not supported by this
   Millrace version", which is fatal to a transactional producer, so `init_transactions()`
