@@ -301,6 +301,9 @@ class Connection:
             }
             for v in supported_api_versions()
         ]
+        # v4 (KAFKA-17011) only lets supported_features carry a min_version of 0 (below v4
+        # Kafka sends such a feature with min_version 1); Millrace advertises no features
+        # (no finalized ones either), so every version gets the same answer.
         return {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
 
     def _sasl_handshake(self, request: Request) -> bodies.SaslHandshakeResponse:

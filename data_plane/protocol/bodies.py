@@ -209,11 +209,12 @@ class ListOffsetsRequestTopics(TypedDict):
 
 
 class ListOffsetsRequest(TypedDict):
-    """ListOffsets request (API key 2), v1-7."""
+    """ListOffsets request (API key 2), v1-10."""
 
     replica_id: int
     isolation_level: NotRequired[int]  # v2+
     topics: list[ListOffsetsRequestTopics]
+    timeout_ms: NotRequired[int]  # v10+
 
 
 class ListOffsetsResponsePartitions(TypedDict, total=False):
@@ -234,7 +235,7 @@ class ListOffsetsResponseTopics(TypedDict, total=False):
 
 
 class ListOffsetsResponse(TypedDict, total=False):
-    """ListOffsets response (API key 2), v1-7."""
+    """ListOffsets response (API key 2), v1-10."""
 
     throttle_time_ms: int  # v2+
     topics: list[ListOffsetsResponseTopics]
@@ -248,7 +249,7 @@ class MetadataRequestTopics(TypedDict):
 
 
 class MetadataRequest(TypedDict):
-    """Metadata request (API key 3), v0-12."""
+    """Metadata request (API key 3), v0-13."""
 
     topics: list[MetadataRequestTopics] | None
     allow_auto_topic_creation: NotRequired[bool]  # v4+
@@ -289,7 +290,7 @@ class MetadataResponseTopics(TypedDict, total=False):
 
 
 class MetadataResponse(TypedDict, total=False):
-    """Metadata response (API key 3), v0-12."""
+    """Metadata response (API key 3), v0-13."""
 
     throttle_time_ms: int  # v3+
     brokers: list[MetadataResponseBrokers]
@@ -297,6 +298,7 @@ class MetadataResponse(TypedDict, total=False):
     controller_id: int  # v1+, default -1
     topics: list[MetadataResponseTopics]
     cluster_authorized_operations: int  # v8-10, default -2147483648
+    error_code: int  # v13+
 
 
 class OffsetCommitRequestPartitions(TypedDict):
@@ -429,7 +431,7 @@ class OffsetFetchResponse(TypedDict, total=False):
 
 
 class FindCoordinatorRequest(TypedDict):
-    """FindCoordinator request (API key 10), v0-4."""
+    """FindCoordinator request (API key 10), v0-6."""
 
     key: NotRequired[str]  # v0-3
     key_type: NotRequired[int]  # v1+
@@ -448,7 +450,7 @@ class FindCoordinatorResponseCoordinators(TypedDict, total=False):
 
 
 class FindCoordinatorResponse(TypedDict, total=False):
-    """FindCoordinator response (API key 10), v0-4."""
+    """FindCoordinator response (API key 10), v0-6."""
 
     throttle_time_ms: int  # v1+
     error_code: int  # v0-3
@@ -653,7 +655,7 @@ class SaslHandshakeResponse(TypedDict, total=False):
 
 
 class ApiVersionsRequest(TypedDict):
-    """ApiVersions request (API key 18), v0-3."""
+    """ApiVersions request (API key 18), v0-4."""
 
     client_software_name: NotRequired[str]  # v3+
     client_software_version: NotRequired[str]  # v3+
@@ -684,7 +686,7 @@ class ApiVersionsResponseFinalizedFeatures(TypedDict, total=False):
 
 
 class ApiVersionsResponse(TypedDict, total=False):
-    """ApiVersions response (API key 18), v0-3."""
+    """ApiVersions response (API key 18), v0-4."""
 
     error_code: int
     api_keys: list[ApiVersionsResponseApiKeys]
@@ -1304,10 +1306,11 @@ class OffsetDeleteResponse(TypedDict, total=False):
 
 
 class DescribeClusterRequest(TypedDict):
-    """DescribeCluster request (API key 60), v0-1."""
+    """DescribeCluster request (API key 60), v0-2."""
 
     include_cluster_authorized_operations: bool
     endpoint_type: NotRequired[int]  # v1+
+    include_fenced_brokers: NotRequired[bool]  # v2+
 
 
 class DescribeClusterResponseBrokers(TypedDict, total=False):
@@ -1317,10 +1320,11 @@ class DescribeClusterResponseBrokers(TypedDict, total=False):
     host: str
     port: int
     rack: str | None
+    is_fenced: bool  # v2+
 
 
 class DescribeClusterResponse(TypedDict, total=False):
-    """DescribeCluster response (API key 60), v0-1."""
+    """DescribeCluster response (API key 60), v0-2."""
 
     throttle_time_ms: int
     error_code: int

@@ -82,6 +82,23 @@ FOOTER = """
   listener the client used (KIP-951). v17's `replica_directory_id` is ignored (KRaft
   voters only). There are no fetch sessions: every answer has `session_id` 0, so clients
   keep sending full fetches (librdkafka 2.16 fetches at v16).
+- **ListOffsets** special timestamps, as Kafka answers a topic without tiered storage:
+  -1 latest (the high watermark), -2 earliest (the log start), -3 the largest timestamp
+  (v7+), -4 earliest local (v8+, KIP-405: the log start, the whole log being local), -5
+  latest tiered (v9+, KIP-1005: offset -1, nothing is tiered). Any other negative
+  timestamp, or one below its version, answers `UNSUPPORTED_VERSION` (35) for its
+  partition. v10's `timeout_ms` (KIP-1075, for remote reads) is accepted; nothing waits.
+- **Metadata** v0 with an empty topic list lists every topic (v0 cannot send null); from
+  v1 an empty list asks for none and null for all. v13's top-level `error_code`
+  (KIP-1102) is always `NONE`: nothing here calls for `REBOOTSTRAP_REQUIRED`.
+- **DescribeCluster** v2's `include_fenced_brokers` (KIP-1073): brokers know only the
+  live brokers, so the answer lists those, each with `is_fenced` false, whatever is asked.
+- **ApiVersions** v4 differs from v3 only for features with a minimum version 0
+  (KAFKA-17011); no features are advertised, so every version gets the same answer.
+- **FindCoordinator** key type 2 (share groups, KIP-932): there are no share groups, so
+  it answers as Kafka without a share coordinator: `INVALID_REQUEST` (42) below v6 and
+  to brokers, `CLUSTER_AUTHORIZATION_FAILED` (31) to tenants from v6 (Kafka checks
+  ClusterAction first). An unknown key type answers `INVALID_REQUEST`.
 - **Transactions** are not served yet: FindCoordinator for a transactional id answers
   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53), "transactions are not supported by this
   Millrace version", which is fatal to a transactional producer, so `init_transactions()`

@@ -36,8 +36,17 @@ async def handle_describe_cluster(
         "error_message": None,
         "cluster_id": ctx.snapshot.cluster_id,
         "controller_id": svc.cluster.broker_id,
+        # v2's include_fenced_brokers (KIP-1073) asks for fenced brokers too; the broker
+        # sees only live ones (the metadata snapshot and ports carry no fenced brokers),
+        # so every broker listed is unfenced whatever the request says.
         "brokers": [
-            {"broker_id": m["node_id"], "host": m["host"], "port": m["port"], "rack": m["rack"]}
+            {
+                "broker_id": m["node_id"],
+                "host": m["host"],
+                "port": m["port"],
+                "rack": m["rack"],
+                "is_fenced": False,
+            }
             for m in svc.cluster.cluster_metadata(ctx.tls)
         ]
         if code == E.NONE

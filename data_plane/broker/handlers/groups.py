@@ -44,6 +44,8 @@ G = ResourceType.GROUP
 T = ResourceType.TOPIC
 
 COORDINATOR_KEY_GROUP = 0
+COORDINATOR_KEY_TRANSACTION = 1
+COORDINATOR_KEY_SHARE = 2
 
 
 def _coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
@@ -89,7 +91,23 @@ def _find(
         "error_code": E.NONE,
         "error_message": None,
     }
-    if key_type != COORDINATOR_KEY_GROUP:
+    if key_type == COORDINATOR_KEY_SHARE:
+        # Share-group state coordinators (KIP-932; brokers ask, with v6+). There are no
+        # share groups here: Kafka without a share coordinator answers INVALID_REQUEST
+        # (as it does below v6, where the key type is not allowed), once it has checked
+        # ClusterAction, which only brokers hold (a tenant: CLUSTER_AUTHORIZATION_FAILED).
+        if ctx.version >= 6 and not ctx.principal.broker:
+            out["error_code"] = E.CLUSTER_AUTHORIZATION_FAILED
+        else:
+            out["error_code"] = E.INVALID_REQUEST
+            out["error_message"] = "share groups are not supported by this Millrace version"
+        return out
+    if key_type not in (COORDINATOR_KEY_GROUP, COORDINATOR_KEY_TRANSACTION):
+        # An unknown key type: Kafka refuses the request as invalid.
+        out["error_code"] = E.INVALID_REQUEST
+        out["error_message"] = f"unknown coordinator key type {key_type}"
+        return out
+    if key_type == COORDINATOR_KEY_TRANSACTION:
         # Not the retriable COORDINATOR_NOT_AVAILABLE: clients would look again until
         # init_transactions() times out (10-30 s). This code is fatal to a transactional
         # producer in librdkafka and the Java client, so it fails at once, saying why.

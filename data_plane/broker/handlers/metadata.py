@@ -36,7 +36,9 @@ async def handle_metadata(
     svc = ctx.services
     requested = req["topics"]
     tenant_topics = ctx.snapshot.tenant_topics(ctx.principal.tenant_id)
-    if requested is None:
+    # v0 has no null array: there an empty list asks for every topic (v1+: null = all,
+    # empty = none), as in Kafka.
+    if requested is None or (ctx.version == 0 and not requested):
         names = sorted(n for n in tenant_topics if ctx.may(Operation.DESCRIBE, T, n))
         explicit = False
     else:
@@ -83,6 +85,9 @@ async def handle_metadata(
             CLUSTER_RESOURCE_NAME,
             bool(req.get("include_cluster_authorized_operations")),
         ),
+        # v13 (KIP-1102): REBOOTSTRAP_REQUIRED is for a client that must bootstrap again
+        # (its cluster changed); nothing here calls for it.
+        "error_code": E.NONE,
     }
 
 

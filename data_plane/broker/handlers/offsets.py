@@ -57,12 +57,23 @@ async def handle_offset_for_leader_epoch(
 
 # --- ListOffsets ------------------------------------------------------------------------------
 
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+# The first version allowed each special (negative) timestamp, as Kafka's ReplicaManager
+# has it; any other negative timestamp, or one below its version, is UNSUPPORTED_VERSION.
+SPECIAL_TIMESTAMP_SINCE = {
+    LATEST: 1,
+    EARLIEST: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+}
 
 
 async def handle_list_offsets(
     ctx: RequestContext, req: bodies.ListOffsetsRequest
 ) -> bodies.ListOffsetsResponse:
+    # v10's timeout_ms (KIP-1075) bounds waiting for remote (tiered) reads; there is no
+    # tiered storage and no waiting here, so it is accepted and has nothing to bound.
     if req["replica_id"] >= 0:
         code = E.CLUSTER_AUTHORIZATION_FAILED
     else:
@@ -81,19 +92,27 @@ async def handle_list_offsets(
                 "leader_epoch": -1,
             }
             partitions.append(entry)
+            ts = p["timestamp"]
             if code is not None:
                 entry["error_code"] = code
+            elif ts < 0 and SPECIAL_TIMESTAMP_SINCE.get(ts, 99) > ctx.version:
+                entry["error_code"] = E.UNSUPPORTED_VERSION
             else:
                 partition, err = leader_partition(ctx, topic, allowed, p["partition_index"])
                 if partition is None:
                     entry["error_code"] = err
                     continue
                 log = partition.log
-                ts = p["timestamp"]
                 if ts == LATEST:
                     entry["offset"] = log.high_watermark
-                elif ts == EARLIEST:
+                elif ts in (EARLIEST, EARLIEST_LOCAL):
+                    # Without tiered storage the local log is the whole log: its start is
+                    # the earliest local offset too (KIP-405).
                     entry["offset"] = log.log_start_offset
+                elif ts == LATEST_TIERED:
+                    # Kafka's answer for a topic without remote storage (KIP-1005): nothing
+                    # is tiered, offset -1 (and leader epoch -1).
+                    entry["offset"] = -1
                 elif ts == MAX_TIMESTAMP:
                     found = log.offset_for_timestamp(0)
                     entry["offset"] = found.offset if found else -1

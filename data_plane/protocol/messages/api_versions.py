@@ -1,4 +1,4 @@
-"""ApiVersions (key 18): which APIs and versions the broker speaks. Versions 0-3."""
+"""ApiVersions (key 18): which APIs and versions the broker speaks. Versions 0-4."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT16, INT32, INT64, STRING
 
 KEY = 18
-VALID = (0, 3)
+VALID = (0, 4)
 FLEXIBLE = (3, None)
 
 REQUEST = message(

@@ -1,4 +1,4 @@
-"""DescribeCluster (key 60): the cluster id, controller and brokers. Versions 0-1."""
+"""DescribeCluster (key 60): the cluster id, controller and brokers. Versions 0-2."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import BOOL, INT8, INT16, INT32, STRING
 
 KEY = 60
-VALID = (0, 1)
+VALID = (0, 2)
 FLEXIBLE = (0, None)
 ENDPOINT_TYPE_BROKERS = 1
 

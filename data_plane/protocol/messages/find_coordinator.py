@@ -1,4 +1,4 @@
-"""FindCoordinator (key 10): which broker coordinates a group. Versions 0-4."""
+"""FindCoordinator (key 10): which broker coordinates a group. Versions 0-6."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT8, INT16, INT32, STRING
 
 KEY = 10
-VALID = (0, 4)
+VALID = (0, 6)
 FLEXIBLE = (3, None)
 
 REQUEST = message(

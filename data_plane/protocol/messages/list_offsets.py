@@ -1,4 +1,4 @@
-"""ListOffsets (key 2): look up partition offsets by timestamp. Versions 1-7."""
+"""ListOffsets (key 2): look up partition offsets by timestamp. Versions 1-10."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT8, INT16, INT32, INT64, STRING
 
 KEY = 2
-VALID = (1, 7)
+VALID = (1, 10)
 FLEXIBLE = (6, None)
 
 REQUEST = message(
@@ -35,6 +35,7 @@ REQUEST = message(
             )
         ),
     ),
+    Field("timeout_ms", INT32, versions=(10, None)),
 )
 
 RESPONSE = message(

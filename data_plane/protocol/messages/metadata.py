@@ -1,4 +1,4 @@
-"""Metadata (key 3): brokers, and topics with their partitions. Versions 0-12."""
+"""Metadata (key 3): brokers, and topics with their partitions. Versions 0-13."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import BOOL, INT16, INT32, STRING, UUID
 
 KEY = 3
-VALID = (0, 12)
+VALID = (0, 13)
 FLEXIBLE = (9, None)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -88,4 +88,7 @@ RESPONSE = message(
         versions=(8, 10),
         default=AUTHORIZED_OPERATIONS_OMITTED,
     ),
+    # KIP-1102: a top-level error (REBOOTSTRAP_REQUIRED for a client that must bootstrap
+    # again); Millrace has no such condition, so it is always NONE.
+    Field("error_code", INT16, versions=(13, None)),
 )
