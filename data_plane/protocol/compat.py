@@ -82,6 +82,9 @@ FOOTER = """
   listener the client used (KIP-951). v17's `replica_directory_id` is ignored (KRaft
   voters only). There are no fetch sessions: every answer has `session_id` 0, so clients
   keep sending full fetches (librdkafka 2.16 fetches at v16).
+- **DeleteTopics** v6 by topic id: an id that is unknown, of a deleted topic or of another
+  tenant's topic answers `UNKNOWN_TOPIC_ID` (100) with a null name, as Kafka does; an entry
+  with neither name nor id is `INVALID_REQUEST` (42).
 - **Transactions** are not served yet: FindCoordinator for a transactional id answers
   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53), "transactions are not supported by this
   Millrace version", which is fatal to a transactional producer, so `init_transactions()`

@@ -27,7 +27,7 @@ from data_plane.log.config import LogConfig
 from data_plane.log.manager import LogManager
 from data_plane.metadata.model import BrokerInfo, MetadataSnapshot
 from data_plane.protocol.errors import ErrorCode
-from data_plane.protocol.messages import create_topics, fetch, metadata, produce
+from data_plane.protocol.messages import create_topics, delete_topics, fetch, metadata, produce
 from data_plane.records.batch import iter_batches
 from data_plane.replication.manager import ReplicaManager, ReplicationConfig
 from tests.log.helpers import batch
@@ -499,3 +499,43 @@ def test_fetch_from_a_broker_not_leading_names_the_leader_from_v16(world, versio
     decoded = fetch.RESPONSE.decode(fetch.RESPONSE.encode(got, version), version)
     assert decoded["node_endpoints"][0]["host"] == address[0]
     assert decoded["responses"][0]["partitions"][0]["current_leader"]["leader_id"] == 2
+
+
+# --- DeleteTopics by topic id (v6) ----------------------------------------------------------
+
+
+def delete_by_id(services: Services, principal: Any, ids: list[uuid.UUID]) -> list[dict]:
+    body = {"topics": [{"name": None, "topic_id": i} for i in ids], "timeout_ms": 1000}
+    decoded = delete_topics.REQUEST.decode(delete_topics.REQUEST.encode(body, 6), 6)
+    got = call(services, principal, delete_topics.KEY, 6, decoded)
+    # As a client reads it (name is nullable from v6).
+    answer = delete_topics.RESPONSE.decode(delete_topics.RESPONSE.encode(got, 6), 6)
+    return list(answer["responses"])
+
+
+def test_delete_topics_by_id_of_another_tenant_or_a_gone_topic_is_unknown(world):
+    store, node, services, acme, globex = world
+    theirs = store.add_topic(globex, "orders")
+    old = store.add_topic(acme, "orders")
+    app = principal_of(store, acme, (Operation.DELETE, ResourceType.TOPIC))
+    store.delete_topic(store.system_principal(acme), "orders")
+    new = store.add_topic(acme, "orders")
+    asyncio.run(node.refresh_metadata())
+    stranger = uuid.uuid4()
+    answer = delete_by_id(services, app, [theirs.topic_id, old.topic_id, stranger])
+    assert [(r["name"], r["topic_id"], r["error_code"]) for r in answer] == [
+        (None, theirs.topic_id, E.UNKNOWN_TOPIC_ID),
+        (None, old.topic_id, E.UNKNOWN_TOPIC_ID),
+        (None, stranger, E.UNKNOWN_TOPIC_ID),
+    ]
+    # Nothing was deleted: globex's topic and acme's new one are intact.
+    assert node.snapshot.topic(globex, "orders").topic_id == theirs.topic_id
+    assert node.snapshot.topic(acme, "orders").topic_id == new.topic_id
+    # The new id deletes the topic, and answers its name and id.
+    [done] = delete_by_id(services, app, [new.topic_id])
+    assert (done["name"], done["topic_id"], done["error_code"]) == ("orders", new.topic_id, E.NONE)
+    assert node.snapshot.topic(acme, "orders") is None
+    assert node.snapshot.topic(globex, "orders") is not None
+    # Neither a name nor an id: an invalid request, as in Kafka.
+    [empty] = delete_by_id(services, app, [uuid.UUID(int=0)])
+    assert empty["error_code"] == E.INVALID_REQUEST
