@@ -82,6 +82,10 @@ FOOTER = """
   listener the client used (KIP-951). v17's `replica_directory_id` is ignored (KRaft
   voters only). There are no fetch sessions: every answer has `session_id` 0, so clients
   keep sending full fetches (librdkafka 2.16 fetches at v16).
+- **Produce** v10 (KIP-951): a partition answered `NOT_LEADER_OR_FOLLOWER` (6) carries
+  `current_leader`, and `node_endpoints` lists those leaders at the addresses of the
+  listener the client used, as Fetch v16 does, so a producer moves without a Metadata
+  round trip. v11 (KIP-890's `TRANSACTION_ABORTABLE`) waits for transactions.
 - **DeleteTopics** v6 by topic id: an id that is unknown, of a deleted topic or of another
   tenant's topic answers `UNKNOWN_TOPIC_ID` (100) with a null name, as Kafka does; an entry
   with neither name nor id is `INVALID_REQUEST` (42).
