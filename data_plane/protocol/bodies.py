@@ -29,7 +29,7 @@ class ProduceRequestTopicData(TypedDict):
 
 
 class ProduceRequest(TypedDict):
-    """Produce request (API key 0), v0-9."""
+    """Produce request (API key 0), v0-10."""
 
     transactional_id: NotRequired[str | None]  # v3+
     acks: int
@@ -44,6 +44,13 @@ class ProduceResponseRecordErrors(TypedDict, total=False):
     batch_index_error_message: str | None
 
 
+class ProduceResponseCurrentLeader(TypedDict, total=False):
+    """``ProduceResponsePartitionResponses.current_leader``."""
+
+    leader_id: int  # default -1
+    leader_epoch: int  # default -1
+
+
 class ProduceResponsePartitionResponses(TypedDict, total=False):
     """An element of ``ProduceResponseResponses.partition_responses``."""
 
@@ -54,6 +61,7 @@ class ProduceResponsePartitionResponses(TypedDict, total=False):
     log_start_offset: int  # v5+, default -1
     record_errors: list[ProduceResponseRecordErrors]  # v8+
     error_message: str | None  # v8+
+    current_leader: ProduceResponseCurrentLeader  # v10+, tagged
 
 
 class ProduceResponseResponses(TypedDict, total=False):
@@ -63,11 +71,21 @@ class ProduceResponseResponses(TypedDict, total=False):
     partition_responses: list[ProduceResponsePartitionResponses]
 
 
+class ProduceResponseNodeEndpoints(TypedDict, total=False):
+    """An element of ``ProduceResponse.node_endpoints``."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
 class ProduceResponse(TypedDict, total=False):
-    """Produce response (API key 0), v0-9."""
+    """Produce response (API key 0), v0-10."""
 
     responses: list[ProduceResponseResponses]
     throttle_time_ms: int  # v1+
+    node_endpoints: list[ProduceResponseNodeEndpoints]  # v10+, tagged
 
 
 class FetchRequestReplicaState(TypedDict):

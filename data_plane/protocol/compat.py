@@ -99,6 +99,13 @@ FOOTER = """
   it answers as Kafka without a share coordinator: `INVALID_REQUEST` (42) below v6 and
   to brokers, `CLUSTER_AUTHORIZATION_FAILED` (31) to tenants from v6 (Kafka checks
   ClusterAction first). An unknown key type answers `INVALID_REQUEST`.
+- **Produce** v10 (KIP-951): a partition answered `NOT_LEADER_OR_FOLLOWER` (6) carries
+  `current_leader`, and `node_endpoints` lists those leaders at the addresses of the
+  listener the client used, as Fetch v16 does, so a producer moves without a Metadata
+  round trip. v11 (KIP-890's `TRANSACTION_ABORTABLE`) waits for transactions.
+- **DeleteTopics** v6 by topic id: an id that is unknown, of a deleted topic or of another
+  tenant's topic answers `UNKNOWN_TOPIC_ID` (100) with a null name, as Kafka does; an entry
+  with neither name nor id is `INVALID_REQUEST` (42).
 - **Transactions** are not served yet: FindCoordinator for a transactional id answers
   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53), "transactions are not supported by this
   Millrace version", which is fatal to a transactional producer, so `init_transactions()`

@@ -122,7 +122,7 @@ def test_requests_before_authentication_are_refused(kafka):
     assert client.is_closed()
 
 
-@pytest.mark.parametrize("key,version", [(999, 0), (METADATA, 99), (PRODUCE, 10), (-1, 0)])
+@pytest.mark.parametrize("key,version", [(999, 0), (METADATA, 99), (PRODUCE, 11), (-1, 0)])
 def test_unknown_api_or_version_gets_unsupported_version(kafka, key, version):
     client = RawClient(kafka)
     client.login(kafka.admin_a)
@@ -153,7 +153,7 @@ def test_produce_v0_to_v2_are_advertised_and_answered_unsupported_per_partition(
     client = RawClient(kafka)
     client.login(kafka.admin_a)
     ranges = {k["api_key"]: k for k in client.request(18, 3, {})["api_keys"]}
-    assert (ranges[PRODUCE]["min_version"], ranges[PRODUCE]["max_version"]) == (0, 9)
+    assert (ranges[PRODUCE]["min_version"], ranges[PRODUCE]["max_version"]) == (0, 10)
     for version in (0, 1, 2):
         body = {
             "acks": 1,

@@ -27,7 +27,7 @@ from data_plane.log.config import LogConfig
 from data_plane.log.manager import LogManager
 from data_plane.metadata.model import BrokerInfo, MetadataSnapshot
 from data_plane.protocol.errors import ErrorCode
-from data_plane.protocol.messages import create_topics, fetch, metadata, produce
+from data_plane.protocol.messages import create_topics, delete_topics, fetch, metadata, produce
 from data_plane.records.batch import iter_batches
 from data_plane.replication.manager import ReplicaManager, ReplicationConfig
 from tests.log.helpers import batch
@@ -499,3 +499,113 @@ def test_fetch_from_a_broker_not_leading_names_the_leader_from_v16(world, versio
     decoded = fetch.RESPONSE.decode(fetch.RESPONSE.encode(got, version), version)
     assert decoded["node_endpoints"][0]["host"] == address[0]
     assert decoded["responses"][0]["partitions"][0]["current_leader"]["leader_id"] == 2
+
+
+# --- Produce v10 (KIP-951) ------------------------------------------------------------------
+
+
+def produce_at(
+    services: Services, principal: Any, version: int, topic: str, indexes: list[int], tls: bool
+) -> dict[str, Any]:
+    """A Produce as a client sends it: encoded at ``version`` and decoded again; the
+    answer must encode at that version too."""
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": i, "records": batch(2)} for i in indexes]}
+        ],
+    }
+    decoded = produce.REQUEST.decode(produce.REQUEST.encode(body, version), version)
+    got: dict[str, Any] = call(services, principal, produce.KEY, version, decoded, tls)
+    produce.RESPONSE.encode_chunks(got, version)
+    return got
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+@pytest.mark.parametrize("version", [9, 10])
+def test_produce_to_a_broker_not_leading_names_the_leader_from_v10(world, version, tls):
+    store, node, services, acme, _ = world
+    store.register_broker(2, "10.0.0.2", 9192, "rack-b", "tls.example", 9193)
+    store.register_broker(3, "10.0.0.3", 9292, None, "tls3.example", 9293)
+    store.add_topic(acme, "orders", partitions=4, replication_factor=1)
+    app = principal_of(store, acme, (Operation.WRITE, ResourceType.TOPIC))
+    asyncio.run(node.refresh_metadata())
+    info = node.snapshot.topic(acme, "orders")
+    theirs = next(p for p in info.partitions if p.leader == 2)
+    mine = next(p for p in info.partitions if p.leader == ME)
+    got = produce_at(services, app, version, "orders", [theirs.index, mine.index], tls)
+    elsewhere, here = got["responses"][0]["partition_responses"]
+    assert (elsewhere["error_code"], elsewhere["base_offset"]) == (E.NOT_LEADER_OR_FOLLOWER, -1)
+    assert (here["error_code"], here["base_offset"]) == (E.NONE, 0)
+    assert "current_leader" not in here
+    if version < 10:
+        assert "current_leader" not in elsewhere and "node_endpoints" not in got
+        return
+    assert elsewhere["current_leader"] == {"leader_id": 2, "leader_epoch": theirs.leader_epoch}
+    address = ("tls.example", 9193) if tls else ("10.0.0.2", 9192)
+    assert got["node_endpoints"] == [
+        {"node_id": 2, "host": address[0], "port": address[1], "rack": "rack-b"}
+    ]
+    decoded = produce.RESPONSE.decode(produce.RESPONSE.encode(got, version), version)
+    assert decoded["node_endpoints"][0]["host"] == address[0]
+    [_, ok] = decoded["responses"][0]["partition_responses"]
+    assert decoded["responses"][0]["partition_responses"][0]["current_leader"]["leader_id"] == 2
+    assert ok["current_leader"] == {"leader_id": -1, "leader_epoch": -1}  # absent: defaults
+
+
+def test_produce_v10_where_this_broker_leads_carries_no_leader(world):
+    store, node, services, acme, _ = world
+    store.add_topic(acme, "orders", partitions=2)
+    app = principal_of(store, acme, (Operation.WRITE, ResourceType.TOPIC))
+    asyncio.run(node.refresh_metadata())
+    got = produce_at(services, app, 10, "orders", [0, 1], False)
+    parts = got["responses"][0]["partition_responses"]
+    assert [(p["error_code"], p["base_offset"]) for p in parts] == [(E.NONE, 0), (E.NONE, 0)]
+    assert all("current_leader" not in p for p in parts) and "node_endpoints" not in got
+    # Nor does an unknown topic (not a leadership answer).
+    got = produce_at(services, app, 10, "missing", [0], False)
+    [part] = got["responses"][0]["partition_responses"]
+    assert part["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert "current_leader" not in part and "node_endpoints" not in got
+
+
+# --- DeleteTopics by topic id (v6) ----------------------------------------------------------
+
+
+def delete_by_id(services: Services, principal: Any, ids: list[uuid.UUID]) -> list[dict]:
+    body = {"topics": [{"name": None, "topic_id": i} for i in ids], "timeout_ms": 1000}
+    decoded = delete_topics.REQUEST.decode(delete_topics.REQUEST.encode(body, 6), 6)
+    got = call(services, principal, delete_topics.KEY, 6, decoded)
+    # As a client reads it (name is nullable from v6).
+    answer = delete_topics.RESPONSE.decode(delete_topics.RESPONSE.encode(got, 6), 6)
+    return list(answer["responses"])
+
+
+def test_delete_topics_by_id_of_another_tenant_or_a_gone_topic_is_unknown(world):
+    store, node, services, acme, globex = world
+    theirs = store.add_topic(globex, "orders")
+    old = store.add_topic(acme, "orders")
+    app = principal_of(store, acme, (Operation.DELETE, ResourceType.TOPIC))
+    store.delete_topic(store.system_principal(acme), "orders")
+    new = store.add_topic(acme, "orders")
+    asyncio.run(node.refresh_metadata())
+    stranger = uuid.uuid4()
+    answer = delete_by_id(services, app, [theirs.topic_id, old.topic_id, stranger])
+    assert [(r["name"], r["topic_id"], r["error_code"]) for r in answer] == [
+        (None, theirs.topic_id, E.UNKNOWN_TOPIC_ID),
+        (None, old.topic_id, E.UNKNOWN_TOPIC_ID),
+        (None, stranger, E.UNKNOWN_TOPIC_ID),
+    ]
+    # Nothing was deleted: globex's topic and acme's new one are intact.
+    assert node.snapshot.topic(globex, "orders").topic_id == theirs.topic_id
+    assert node.snapshot.topic(acme, "orders").topic_id == new.topic_id
+    # The new id deletes the topic, and answers its name and id.
+    [done] = delete_by_id(services, app, [new.topic_id])
+    assert (done["name"], done["topic_id"], done["error_code"]) == ("orders", new.topic_id, E.NONE)
+    assert node.snapshot.topic(acme, "orders") is None
+    assert node.snapshot.topic(globex, "orders") is not None
+    # Neither a name nor an id: an invalid request, as in Kafka.
+    [empty] = delete_by_id(services, app, [uuid.UUID(int=0)])
+    assert empty["error_code"] == E.INVALID_REQUEST

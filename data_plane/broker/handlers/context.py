@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 from data_plane import internal_auth
 from data_plane.acl import (
@@ -172,6 +172,51 @@ def leader_partition(
     if not allowed:
         return None, E.TOPIC_AUTHORIZATION_FAILED
     return ctx.services.replicas.leader_partition(topic, index)
+
+
+# Errors that tell a client (Fetch v16+, Produce v10+) where the partition's leader is now.
+LEADER_CHANGED = (E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH)
+
+
+class CurrentLeader(TypedDict, total=False):
+    """KIP-951's ``current_leader`` (Fetch and Produce responses alike)."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+class NodeEndpoint(TypedDict, total=False):
+    """KIP-951's ``node_endpoints`` element (Fetch and Produce responses alike)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+def current_leader(
+    topic: TopicInfo, index: int, error: int, leaders: set[int]
+) -> CurrentLeader | None:
+    """KIP-951: a partition refused because its leader moved names the leader it has now
+    (from this broker's metadata), and the leader's id joins ``leaders`` (for
+    :func:`leader_endpoints`). None for any other answer."""
+    if error not in LEADER_CHANGED or not 0 <= index < topic.partition_count:
+        return None
+    info = topic.partitions[index]
+    leader = -1 if info.leader is None else info.leader
+    if leader >= 0:
+        leaders.add(leader)
+    return {"leader_id": leader, "leader_epoch": info.leader_epoch}
+
+
+def leader_endpoints(ctx: RequestContext, leaders: set[int]) -> list[NodeEndpoint]:
+    """KIP-951's ``node_endpoints``: only the leaders named, at the addresses of the
+    listener the client used."""
+    return [
+        {"node_id": m["node_id"], "host": m["host"], "port": m["port"], "rack": m["rack"]}
+        for m in ctx.services.cluster.cluster_metadata(ctx.tls)
+        if m["node_id"] in leaders
+    ]
 
 
 def authorized_operations(ctx: RequestContext, rtype: ResourceType, name: str, wanted: bool) -> int:

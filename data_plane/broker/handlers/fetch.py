@@ -11,15 +11,19 @@ fetch sessions: every answer has session id 0, so clients keep sending full fetc
 from __future__ import annotations
 
 from data_plane.acl import Operation
-from data_plane.broker.handlers.context import E, Handler, RequestContext, T
+from data_plane.broker.handlers.context import (
+    E,
+    Handler,
+    RequestContext,
+    T,
+    current_leader,
+    leader_endpoints,
+)
 from data_plane.log.segment import FileSlice
 from data_plane.metadata.model import TopicInfo
 from data_plane.protocol import bodies
 from data_plane.protocol.messages import fetch as fetch_api
-from data_plane.replication.manager import FetchPartition, FetchResult
-
-# Errors that tell a v16+ client where the partition's leader is (KIP-951).
-_LEADER_CHANGED = (E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH)
+from data_plane.replication.manager import FetchPartition
 
 
 async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.FetchResponse:
@@ -101,8 +105,11 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
                 entry["log_start_offset"] = result.log_start_offset
             if result.records is not None:
                 entry["records"] = result.records
-        if version >= 16:
-            _current_leaders(entries, results, wanted, leaders)
+        if version >= 16:  # KIP-951: where a moved partition's leader is now
+            for entry, result, want in zip(entries, results, wanted, strict=True):
+                leader = current_leader(want.topic, want.index, result.error, leaders)
+                if leader is not None:
+                    entry["current_leader"] = leader
     throttle = 0
     tenant_id = ctx.principal.tenant_id
     if replica < 0:  # replication is not a tenant's consumption
@@ -121,31 +128,8 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
         "responses": responses,
     }
     if leaders:
-        # Only the leaders named above, at the addresses of the listener the client used.
-        answer["node_endpoints"] = [
-            {"node_id": m["node_id"], "host": m["host"], "port": m["port"], "rack": m["rack"]}
-            for m in svc.cluster.cluster_metadata(ctx.tls)
-            if m["node_id"] in leaders
-        ]
+        answer["node_endpoints"] = leader_endpoints(ctx, leaders)
     return answer
-
-
-def _current_leaders(
-    entries: list[bodies.FetchResponsePartitions],
-    results: list[FetchResult],
-    wanted: list[FetchPartition],
-    leaders: set[int],
-) -> None:
-    """KIP-951: a partition whose leader moved names the leader it has now (from this
-    broker's metadata); ``leaders`` collects their ids for ``node_endpoints``."""
-    for entry, result, want in zip(entries, results, wanted, strict=True):
-        if result.error not in _LEADER_CHANGED or want.index >= want.topic.partition_count:
-            continue
-        info = want.topic.partitions[want.index]
-        leader = -1 if info.leader is None else info.leader
-        entry["current_leader"] = {"leader_id": leader, "leader_epoch": info.leader_epoch}
-        if leader >= 0:
-            leaders.add(leader)
 
 
 def _count_consumed(ctx: RequestContext, responses: list[bodies.FetchResponseResponses]) -> None:

@@ -2,7 +2,9 @@
 
 The produce handler authorizes and splits the request by partition, hands the batches to
 the replica manager (``append_records``: the partition leader appends, and with acks=all
-waits for the ISR) and turns the results into the response.
+waits for the ISR) and turns the results into the response. From v10 a partition refused
+because this broker does not lead it names its leader and that leader's address (KIP-951,
+as Fetch v16 does).
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ import asyncio
 import logging
 
 from data_plane.acl import Operation
-from data_plane.broker.handlers.context import CloseConnection, E, Handler, RequestContext, T
+from data_plane.broker.handlers.context import (
+    CloseConnection,
+    E,
+    Handler,
+    RequestContext,
+    T,
+    current_leader,
+    leader_endpoints,
+)
 from data_plane.metadata.model import TopicInfo
 from data_plane.protocol import bodies
 from data_plane.protocol.messages import init_producer_id as init_producer_id_api
@@ -109,9 +119,10 @@ async def handle_produce(
                 appends.append((topic, p["index"], records))
                 entries.append(entry)
         results.append({"name": t["name"], "partition_responses": partitions})
+    leaders: set[int] = set()
     if appends:
         appended = await svc.replicas.append_records(appends, acks, req["timeout_ms"])
-        for entry, (topic, _, records), result in zip(entries, appends, appended, strict=True):
+        for entry, (topic, index, records), result in zip(entries, appends, appended, strict=True):
             info = result.info
             entry["error_code"] = result.error
             entry["error_message"] = result.message
@@ -120,6 +131,10 @@ async def handle_produce(
                 {"batch_index": index, "batch_index_error_message": message}
                 for index, message in result.record_errors
             ]
+            if ctx.version >= 10:  # KIP-951: where a moved partition's leader is now
+                leader = current_leader(topic, index, result.error, leaders)
+                if leader is not None:
+                    entry["current_leader"] = leader
             if info is not None:
                 entry["base_offset"] = info.first_offset
                 entry["log_append_time_ms"] = info.log_append_time
@@ -137,7 +152,10 @@ async def handle_produce(
         if throttle:
             await asyncio.sleep(throttle / 1000)
         return None
-    return {"responses": results, "throttle_time_ms": throttle}
+    answer: bodies.ProduceResponse = {"responses": results, "throttle_time_ms": throttle}
+    if leaders:
+        answer["node_endpoints"] = leader_endpoints(ctx, leaders)
+    return answer
 
 
 async def handle_init_producer_id(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import uuid
 
 from data_plane.acl import (
     Operation,
@@ -16,7 +15,6 @@ from data_plane.broker.handlers.context import (
     blocking,
 )
 from data_plane.broker.ports import AdminError
-from data_plane.metadata.model import TopicInfo
 from data_plane.protocol import bodies
 from data_plane.protocol.messages import create_partitions as create_partitions_api
 from data_plane.protocol.messages import create_topics as create_topics_api
@@ -32,11 +30,6 @@ MANAGED_PLACEMENT = (
     "replica placement is managed by Millrace: omit the replica assignments (only an "
     "operator places replicas by hand, or moves them with POST /api/v1/cluster/reassignments/)"
 )
-
-
-def _tenant_topic_by_id(ctx: RequestContext, topic_id: uuid.UUID) -> TopicInfo | None:
-    topic = ctx.snapshot.topic_by_id(topic_id)
-    return topic if topic is not None and topic.tenant_id == ctx.principal.tenant_id else None
 
 
 def _assignment_refusal(
@@ -122,13 +115,26 @@ async def handle_delete_topics(
 ) -> bodies.DeleteTopicsResponse:
     svc = ctx.services
     names = list(req.get("topic_names") or [])
+    results: list[bodies.DeleteTopicsResponseResponses] = []
     for t in req.get("topics") or []:
         if t["name"]:
             names.append(t["name"])
-        elif t["topic_id"]:
-            found = _tenant_topic_by_id(ctx, t["topic_id"])
-            names.append(found.name if found else "")
-    results: list[bodies.DeleteTopicsResponseResponses] = []
+            continue
+        # v6 by id, as Kafka answers: an id outside the tenant (or of a deleted topic) is
+        # UNKNOWN_TOPIC_ID with no name; neither name nor id is an invalid request.
+        found = ctx.topic_by_id(t["topic_id"])
+        if found is not None:
+            names.append(found.name)
+            continue
+        none_given = t["topic_id"] == ZERO_UUID
+        results.append(
+            {
+                "name": None,
+                "topic_id": t["topic_id"],
+                "error_code": E.INVALID_REQUEST if none_given else E.UNKNOWN_TOPIC_ID,
+                "error_message": "neither topic name nor id given" if none_given else None,
+            }
+        )
     for name in names:
         topic = ctx.topic(name)
         entry: bodies.DeleteTopicsResponseResponses = {

@@ -1,10 +1,15 @@
-"""Produce (key 0): write record batches to partitions. Versions 0-9 advertised, 3-9 served.
+"""Produce (key 0): write record batches to partitions. Versions 0-10 advertised, 3-10 served.
 
 Versions 0-2 carry message formats v0 and v1, which Millrace does not store. They are
 advertised anyway, as Kafka 4 does (KAFKA-18659): librdkafka before 2.11.1 turns
 compression off unless the broker's lowest Produce version is 0. A client picks the
 highest version both sides know, so none of them sends v0-2; one that does is answered
 UNSUPPORTED_VERSION for every partition (``handlers.handle_produce``).
+
+v10 (KIP-951) adds answers only: a partition refused NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH carries the tagged ``current_leader``, and that leader's address is in
+the tagged ``node_endpoints``. v11 (KIP-890, transactions V2) is not served: it only adds
+the TRANSACTION_ABORTABLE error, which means nothing without transactions.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 
 KEY = 0
-VALID = (0, 9)
+VALID = (0, 10)
 SERVED_FROM = 3  # v0-2: advertised, answered UNSUPPORTED_VERSION
 FLEXIBLE = (9, None)
 
@@ -81,6 +86,16 @@ RESPONSE = message(
                                 versions=(8, None),
                             ),
                             Field("error_message", STRING, versions=(8, None), nullable=(8, None)),
+                            Field(
+                                "current_leader",
+                                Struct(
+                                    Field("leader_id", INT32, versions=(10, None), default=-1),
+                                    Field("leader_epoch", INT32, versions=(10, None), default=-1),
+                                ),
+                                versions=(10, None),
+                                tag=0,
+                                tagged=(10, None),
+                            ),
                         )
                     ),
                 ),
@@ -88,4 +103,18 @@ RESPONSE = message(
         ),
     ),
     Field("throttle_time_ms", INT32, versions=(1, None)),
+    Field(
+        "node_endpoints",
+        Array(
+            Struct(
+                Field("node_id", INT32, versions=(10, None)),
+                Field("host", STRING, versions=(10, None)),
+                Field("port", INT32, versions=(10, None)),
+                Field("rack", STRING, versions=(10, None), nullable=(10, None)),
+            )
+        ),
+        versions=(10, None),
+        tag=0,
+        tagged=(10, None),
+    ),
 )
