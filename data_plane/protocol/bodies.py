@@ -599,7 +599,7 @@ class SyncGroupResponse(TypedDict, total=False):
 
 
 class DescribeGroupsRequest(TypedDict):
-    """DescribeGroups request (API key 15), v0-5."""
+    """DescribeGroups request (API key 15), v0-6."""
 
     groups: list[str]
     include_authorized_operations: NotRequired[bool]  # v3+
@@ -620,6 +620,7 @@ class DescribeGroupsResponseGroups(TypedDict, total=False):
     """An element of ``DescribeGroupsResponse.groups``."""
 
     error_code: int
+    error_message: str | None  # v6+
     group_id: str
     group_state: str
     protocol_type: str
@@ -629,7 +630,7 @@ class DescribeGroupsResponseGroups(TypedDict, total=False):
 
 
 class DescribeGroupsResponse(TypedDict, total=False):
-    """DescribeGroups response (API key 15), v0-5."""
+    """DescribeGroups response (API key 15), v0-6."""
 
     throttle_time_ms: int  # v1+
     groups: list[DescribeGroupsResponseGroups]

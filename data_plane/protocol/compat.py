@@ -103,6 +103,10 @@ FOOTER = """
   `current_leader`, and `node_endpoints` lists those leaders at the addresses of the
   listener the client used, as Fetch v16 does, so a producer moves without a Metadata
   round trip. v11 (KIP-890's `TRANSACTION_ABORTABLE`) waits for transactions.
+- **DescribeGroups** v6 (KIP-1043): a group that does not exist answers
+  `GROUP_ID_NOT_FOUND` (69), "Group <id> not found.", still Dead with no members (before
+  v6 it is an empty Dead group without an error, as in Kafka); every error a group is
+  answered with carries an `error_message` from v6.
 - **DeleteTopics** v6 by topic id: an id that is unknown, of a deleted topic or of another
   tenant's topic answers `UNKNOWN_TOPIC_ID` (100) with a null name, as Kafka does; an entry
   with neither name nor id is `INVALID_REQUEST` (42).

@@ -434,6 +434,14 @@ async def handle_offset_delete(
 # --- DescribeGroups / ListGroups / DeleteGroups -------------------------------------------
 
 
+# The error messages DescribeGroups v6+ carries with a group's error (Kafka's defaults).
+_DESCRIBE_ERROR_MESSAGES: dict[ErrorCode, str] = {
+    E.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    E.NOT_COORDINATOR: "This is not the correct coordinator.",
+    E.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+}
+
+
 async def handle_describe_groups(
     ctx: RequestContext, req: bodies.DescribeGroupsRequest
 ) -> bodies.DescribeGroupsResponse:
@@ -451,10 +459,16 @@ async def handle_describe_groups(
         error = _group_check(ctx, group_id, Operation.DESCRIBE)
         if error is not None:
             entry["error_code"] = error
+            entry["error_message"] = _DESCRIBE_ERROR_MESSAGES.get(error)
             continue
         group = await ctx.services.groups.describe(ctx.principal.tenant_id, group_id)
         if group is None:
-            continue  # Kafka describes an unknown group as Dead with no members
+            # Before v6 Kafka describes an unknown group as Dead with no members and no
+            # error; from v6 (KIP-1043) it answers GROUP_ID_NOT_FOUND, still Dead.
+            if ctx.version >= 6:
+                entry["error_code"] = E.GROUP_ID_NOT_FOUND
+                entry["error_message"] = f"Group {group_id} not found."
+            continue
         stable = group.state == GroupState.STABLE
         entry["group_state"] = str(group.state)
         entry["protocol_type"] = group.protocol_type or ""

@@ -1,4 +1,7 @@
-"""DescribeGroups (key 15): state, protocol and members of groups. Versions 0-5."""
+"""DescribeGroups (key 15): state, protocol and members of groups. Versions 0-6.
+
+v6 (KIP-1043) adds a per-group ``error_message`` and answers GROUP_ID_NOT_FOUND for a
+group that does not exist (older versions describe it as an empty Dead group)."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import BOOL, BYTES, INT16, INT32, STRING
 
 KEY = 15
-VALID = (0, 5)
+VALID = (0, 6)
 FLEXIBLE = (5, None)
 
 REQUEST = message(
@@ -31,6 +34,7 @@ RESPONSE = message(
         Array(
             Struct(
                 Field("error_code", INT16),
+                Field("error_message", STRING, versions=(6, None), nullable=(6, None)),
                 Field("group_id", STRING),
                 Field("group_state", STRING),
                 Field("protocol_type", STRING),
