@@ -1353,3 +1353,64 @@ class DescribeClusterResponse(TypedDict, total=False):
     controller_id: int  # default -1
     brokers: list[DescribeClusterResponseBrokers]
     cluster_authorized_operations: int  # default -2147483648
+
+
+class DescribeTopicPartitionsRequestTopics(TypedDict):
+    """An element of ``DescribeTopicPartitionsRequest.topics``."""
+
+    name: str
+
+
+class DescribeTopicPartitionsRequestCursor(TypedDict):
+    """``DescribeTopicPartitionsRequest.cursor``."""
+
+    topic_name: str
+    partition_index: int
+
+
+class DescribeTopicPartitionsRequest(TypedDict):
+    """DescribeTopicPartitions request (API key 75), v0-0."""
+
+    topics: list[DescribeTopicPartitionsRequestTopics]
+    response_partition_limit: int
+    cursor: DescribeTopicPartitionsRequestCursor | None
+
+
+class DescribeTopicPartitionsResponsePartitions(TypedDict, total=False):
+    """An element of ``DescribeTopicPartitionsResponseTopics.partitions``."""
+
+    error_code: int
+    partition_index: int
+    leader_id: int
+    leader_epoch: int  # default -1
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+    offline_replicas: list[int]
+
+
+class DescribeTopicPartitionsResponseTopics(TypedDict, total=False):
+    """An element of ``DescribeTopicPartitionsResponse.topics``."""
+
+    error_code: int
+    name: str | None
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[DescribeTopicPartitionsResponsePartitions]
+    topic_authorized_operations: int  # default -2147483648
+
+
+class DescribeTopicPartitionsResponseNextCursor(TypedDict, total=False):
+    """``DescribeTopicPartitionsResponse.next_cursor``."""
+
+    topic_name: str
+    partition_index: int
+
+
+class DescribeTopicPartitionsResponse(TypedDict, total=False):
+    """DescribeTopicPartitions response (API key 75), v0-0."""
+
+    throttle_time_ms: int
+    topics: list[DescribeTopicPartitionsResponseTopics]
+    next_cursor: DescribeTopicPartitionsResponseNextCursor | None

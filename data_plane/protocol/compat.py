@@ -107,6 +107,12 @@ FOOTER = """
   `GROUP_ID_NOT_FOUND` (69), "Group <id> not found.", still Dead with no members (before
   v6 it is an empty Dead group without an error, as in Kafka); every error a group is
   answered with carries an `error_message` from v6.
+- **DescribeTopicPartitions** (KIP-966) pages through the tenant's topics as Kafka does:
+  named topics (none: every topic the caller may describe) from the cursor on, by name,
+  at most `response_partition_limit` partitions (capped at 2000); a cursor topic missing
+  from the named ones or a negative cursor partition answers `INVALID_REQUEST` (42) for
+  each topic. Names the caller may not describe answer `TOPIC_AUTHORIZATION_FAILED` (29)
+  whether or not they exist; eligible leader replicas are not kept (both ELR lists null).
 - **DeleteTopics** v6 by topic id: an id that is unknown, of a deleted topic or of another
   tenant's topic answers `UNKNOWN_TOPIC_ID` (100) with a null name, as Kafka does; an entry
   with neither name nor id is `INVALID_REQUEST` (42).

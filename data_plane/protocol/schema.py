@@ -19,6 +19,7 @@ from typing import Any
 
 from data_plane.protocol.types import (
     BOOL,
+    INT8,
     INT32,
     UUID,
     ZERO_UUID,
@@ -112,6 +113,12 @@ def _read_value(
             items.append(item)
         return items, pos
     if isinstance(t, Struct):
+        if nullable:
+            # A nullable struct is preceded by a marker byte: -1 null, 1 present (Kafka's
+            # generated code; any negative marker reads as null).
+            marker, pos = INT8.read(buf, pos)
+            if marker < 0:
+                return None, pos
         return _read_struct(t.fields, buf, pos, version, flexible)
     return t.read(buf, pos)  # type: ignore[no-any-return]
 
@@ -225,6 +232,10 @@ def _write_value(
             _write_value(t.element, item, w, version, flexible, False)
         return
     if isinstance(t, Struct):
+        if nullable:
+            INT8.write(-1 if value is None else 1, w.out)
+            if value is None:
+                return
         _write_struct(t.fields, value, w, version, flexible)
         return
     assert isinstance(t, _Fixed) or hasattr(t, "write")

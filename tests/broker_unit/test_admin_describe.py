@@ -1,20 +1,22 @@
-"""DescribeGroups 5-6, through the wire: each request is encoded and decoded at its version,
-handled, and the answer encoded and decoded at that version too."""
+"""DescribeGroups 5-6 and DescribeTopicPartitions 0, through the wire: each request is
+encoded and decoded at its version, handled, and the answer encoded and decoded at that
+version too."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from typing import Any
 
 import pytest
 
-from data_plane.acl import Operation, ResourceType
+from data_plane.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from data_plane.broker.handlers import DISPATCH
 from data_plane.broker.handlers.context import RequestContext
 from data_plane.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from data_plane.protocol.errors import ErrorCode
-from data_plane.protocol.messages import describe_groups, join_group
+from data_plane.protocol.messages import describe_groups, describe_topic_partitions, join_group
 from tests.broker_unit.test_handlers import principal_of, world  # noqa: F401  (a fixture)
 from tests.broker_unit.test_latest_versions import wire_call
 
@@ -97,3 +99,157 @@ def test_describe_groups_existing_group_has_no_error(world, version):  # noqa: F
 
 async def _direct(fn: Any, *args: Any) -> Any:
     return fn(*args)
+
+
+# --- DescribeTopicPartitions ------------------------------------------------------------
+
+
+def _dtp(
+    services: Any,
+    principal: Any,
+    names: list[str],
+    limit: int = 2000,
+    cursor: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    body = {
+        "topics": [{"name": n} for n in names],
+        "response_partition_limit": limit,
+        "cursor": None
+        if cursor is None
+        else {"topic_name": cursor[0], "partition_index": cursor[1]},
+    }
+    return wire_call(services, principal, describe_topic_partitions, 0, body)
+
+
+def _pages(services: Any, principal: Any, names: list[str], limit: int) -> list[list[str]]:
+    """Every page until next_cursor is null, each as ["topic-partition", ...]."""
+    pages, cursor = [], None
+    for _ in range(20):
+        answer = _dtp(services, principal, names, limit, cursor)
+        pages.append(
+            [
+                f"{t['name']}-{p['partition_index']}"
+                for t in answer["topics"]
+                for p in t["partitions"]
+            ]
+        )
+        nxt = answer["next_cursor"]
+        if nxt is None:
+            return pages
+        cursor = (nxt["topic_name"], nxt["partition_index"])
+    raise AssertionError("no last page")
+
+
+@pytest.fixture
+def three_topics(world):  # noqa: F811
+    store, node, services, acme, globex = world
+    store.add_topic(acme, "b-orders", 3)
+    store.add_topic(acme, "a-clicks", 2)
+    store.add_topic(acme, "c-secret", 1)
+    store.add_topic(globex, "g-theirs", 2)
+    viewer = principal_of(store, acme, (Operation.DESCRIBE, ResourceType.TOPIC))
+    asyncio.run(node.refresh_metadata())
+    return store, node, services, acme, globex, viewer
+
+
+def test_describe_topic_partitions_all_topics_in_one_page(three_topics):
+    _, node, services, acme, _, viewer = three_topics
+    answer = _dtp(services, viewer, [])
+    assert answer["next_cursor"] is None
+    assert [t["name"] for t in answer["topics"]] == ["a-clicks", "b-orders", "c-secret"]
+    orders = answer["topics"][1]
+    snap = node.snapshot.tenant_topics(acme)["b-orders"]
+    assert orders["error_code"] == E.NONE and orders["topic_id"] == snap.topic_id
+    assert orders["is_internal"] is False
+    for p, info in zip(orders["partitions"], snap.partitions, strict=True):
+        assert p["error_code"] == E.NONE
+        assert p["partition_index"] == info.index
+        assert (p["leader_id"], p["leader_epoch"]) == (info.leader, info.leader_epoch)
+        assert p["replica_nodes"] == list(info.replicas) == [1]
+        assert p["isr_nodes"] == list(info.isr)
+        assert p["eligible_leader_replicas"] is None and p["last_known_elr"] is None
+        assert p["offline_replicas"] == []
+    # Describe is granted and Read not: the bit field says so (bit 8 Describe, 3 Read).
+    ops = orders["topic_authorized_operations"]
+    assert ops & (1 << 8) and not ops & (1 << 3)
+
+
+def test_describe_topic_partitions_pages_across_and_within_topics(three_topics):
+    _, _, services, _, _, viewer = three_topics
+    # 6 partitions, 4 a page: a-clicks 0-1 and b-orders 0-1, then b-orders 2 and c-secret 0.
+    assert _pages(services, viewer, [], 4) == [
+        ["a-clicks-0", "a-clicks-1", "b-orders-0", "b-orders-1"],
+        ["b-orders-2", "c-secret-0"],
+    ]
+    # A page that ends exactly at a topic's end points the cursor at the next topic's start.
+    first = _dtp(services, viewer, [], 2)
+    assert first["next_cursor"] == {"topic_name": "b-orders", "partition_index": 0}
+    assert _pages(services, viewer, ["c-secret", "b-orders"], 1) == [
+        ["b-orders-0"],
+        ["b-orders-1"],
+        ["b-orders-2"],
+        ["c-secret-0"],
+    ]
+    # A cursor mid-topic starts there.
+    answer = _dtp(services, viewer, ["b-orders", "c-secret"], 10, ("b-orders", 2))
+    assert [
+        (t["name"], [p["partition_index"] for p in t["partitions"]]) for t in answer["topics"]
+    ] == [
+        ("b-orders", [2]),
+        ("c-secret", [0]),
+    ]
+
+
+def test_describe_topic_partitions_a_cursor_not_among_the_named_topics_is_refused(three_topics):
+    _, _, services, _, _, viewer = three_topics
+    answer = _dtp(services, viewer, ["b-orders"], 10, ("a-clicks", 0))
+    assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [
+        ("b-orders", E.INVALID_REQUEST)
+    ]
+    answer = _dtp(services, viewer, ["b-orders"], 10, ("b-orders", -1))
+    assert answer["topics"][0]["error_code"] == E.INVALID_REQUEST
+
+
+def test_describe_topic_partitions_unknown_refused_and_other_tenants(three_topics):
+    store, node, services, acme, globex, _ = three_topics
+    # Describe only on b-orders.
+    key_id, _ = store.add_key(acme, "narrow")
+    store.add_acl(
+        acme,
+        AclBinding(
+            principal="User:narrow",
+            resource_type=ResourceType.TOPIC,
+            pattern_type=PatternType.LITERAL,
+            resource_name="b-orders",
+            operation=Operation.DESCRIBE,
+            permission=Permission.ALLOW,
+            host="*",
+        ),
+    )
+    narrow = store.principal_for_key(key_id)
+    asyncio.run(node.refresh_metadata())
+    answer = _dtp(services, narrow, ["nope", "g-theirs", "b-orders", "a-clicks"])
+    got = {t["name"]: (t["error_code"], len(t["partitions"])) for t in answer["topics"]}
+    # Without Describe a name is refused whether or not it exists (Kafka does not
+    # disclose existence); another tenant's topic is, to this tenant, like any other name.
+    assert got == {
+        "b-orders": (E.NONE, 3),
+        "a-clicks": (E.TOPIC_AUTHORIZATION_FAILED, 0),
+        "g-theirs": (E.TOPIC_AUTHORIZATION_FAILED, 0),
+        "nope": (E.TOPIC_AUTHORIZATION_FAILED, 0),
+    }
+    # All topics: only what the caller may describe, never refusals.
+    assert [t["name"] for t in _dtp(services, narrow, [])["topics"]] == ["b-orders"]
+    # With Describe on everything, another tenant's name is unknown, as is a made-up one.
+    viewer = principal_of(store, acme, (Operation.DESCRIBE, ResourceType.TOPIC))
+    asyncio.run(node.refresh_metadata())
+    answer = _dtp(services, viewer, ["g-theirs", "nope"])
+    assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [
+        ("g-theirs", E.UNKNOWN_TOPIC_OR_PARTITION),
+        ("nope", E.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert all(t["topic_id"] == uuid.UUID(int=0) for t in answer["topics"])
+    # And globex's own view holds only its topic.
+    theirs = principal_of(store, globex, (Operation.DESCRIBE, ResourceType.TOPIC))
+    asyncio.run(node.refresh_metadata())
+    assert [t["name"] for t in _dtp(services, theirs, [])["topics"]] == ["g-theirs"]

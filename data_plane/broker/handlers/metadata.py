@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 
 from data_plane.acl import (
     CLUSTER_RESOURCE_NAME,
@@ -18,8 +19,9 @@ from data_plane.broker.handlers.context import (
     blocking,
 )
 from data_plane.broker.ports import AdminError
-from data_plane.metadata.model import TopicInfo
+from data_plane.metadata.model import PartitionInfo, TopicInfo
 from data_plane.protocol import bodies
+from data_plane.protocol.messages import describe_topic_partitions as dtp_api
 from data_plane.protocol.messages import metadata as metadata_api
 from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from data_plane.topic_config import (
@@ -161,7 +163,111 @@ def _topic_metadata(topic: TopicInfo) -> bodies.MetadataResponseTopics:
     }
 
 
+# --- DescribeTopicPartitions (KIP-966) ---------------------------------------------------
+
+# Kafka's max.request.partition.size.limit: the most partitions one answer holds.
+MAX_PARTITIONS_PER_ANSWER = 2000
+
+
+async def handle_describe_topic_partitions(
+    ctx: RequestContext, req: bodies.DescribeTopicPartitionsRequest
+) -> bodies.DescribeTopicPartitionsResponse:
+    """As Kafka's DescribeTopicPartitionsRequestHandler: the named topics (none: every
+    topic of the tenant the caller may describe) from the cursor on, sorted by name, at
+    most ``response_partition_limit`` partitions; ``next_cursor`` where the next page
+    starts. Named topics the caller may not describe answer TOPIC_AUTHORIZATION_FAILED
+    (after the page, whether or not they exist); unknown ones UNKNOWN_TOPIC_OR_PARTITION."""
+    cursor = req.get("cursor")
+    start_topic = cursor["topic_name"] if cursor is not None else ""
+    requested = [t["name"] for t in req["topics"]]
+    every = not requested
+    if every:
+        candidates = set(ctx.snapshot.tenant_topics(ctx.principal.tenant_id))
+    else:
+        candidates = set(requested)
+    names = sorted(n for n in candidates if n >= start_topic)
+    if cursor is not None and (
+        (not every and cursor["topic_name"] not in names) or cursor["partition_index"] < 0
+    ):
+        # Kafka refuses the request (a cursor outside the named topics, or a negative
+        # partition): every named topic answers INVALID_REQUEST.
+        return {
+            "throttle_time_ms": 0,
+            "topics": [_dtp_topic_error(n, E.INVALID_REQUEST) for n in requested],
+            "next_cursor": None,
+        }
+    allowed = [n for n in names if ctx.may(Operation.DESCRIBE, T, n)]
+    refused = [] if every else [n for n in names if n not in set(allowed)]
+    limit = max(min(MAX_PARTITIONS_PER_ANSWER, req["response_partition_limit"]), 1)
+    topics: list[bodies.DescribeTopicPartitionsResponseTopics] = []
+    next_cursor: bodies.DescribeTopicPartitionsResponseNextCursor | None = None
+    remaining = limit
+    for name in allowed:
+        if remaining <= 0:
+            # The page is full: the next one starts at this topic.
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        topic = ctx.topic(name)
+        if topic is None:
+            if not every:
+                topics.append(_dtp_unknown(name))
+            continue
+        first = cursor["partition_index"] if cursor is not None and name == start_topic else 0
+        wanted = [p for p in topic.partitions if p.index >= first]
+        page = wanted[:remaining]
+        topics.append(
+            {
+                "error_code": E.NONE,
+                "name": name,
+                "topic_id": topic.topic_id,
+                "is_internal": False,
+                "partitions": [_dtp_partition(p) for p in page],
+                "topic_authorized_operations": authorized_operations(ctx, T, name, True),
+            }
+        )
+        if len(page) < len(wanted):
+            next_cursor = {"topic_name": name, "partition_index": wanted[len(page)].index}
+            break
+        remaining -= len(page)
+    topics.extend(_dtp_topic_error(n, E.TOPIC_AUTHORIZATION_FAILED) for n in refused)
+    return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
+
+
+def _dtp_partition(p: PartitionInfo) -> bodies.DescribeTopicPartitionsResponsePartitions:
+    return {
+        "error_code": E.NONE if p.leader is not None else E.LEADER_NOT_AVAILABLE,
+        "partition_index": p.index,
+        "leader_id": p.leader if p.leader is not None else -1,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": list(p.replicas),
+        "isr_nodes": list(p.isr),
+        # No eligible leader replicas (KIP-966's ELR is not kept): null, the default.
+        "eligible_leader_replicas": None,
+        "last_known_elr": None,
+        "offline_replicas": [],
+    }
+
+
+def _dtp_unknown(name: str) -> bodies.DescribeTopicPartitionsResponseTopics:
+    try:
+        validate_topic_name(name)
+    except InvalidTopicName:
+        return _dtp_topic_error(name, E.INVALID_TOPIC_EXCEPTION)
+    return _dtp_topic_error(name, E.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _dtp_topic_error(name: str, code: int) -> bodies.DescribeTopicPartitionsResponseTopics:
+    return {
+        "error_code": code,
+        "name": name,
+        "topic_id": uuid.UUID(int=0),
+        "is_internal": False,
+        "partitions": [],
+    }
+
+
 # The APIs this module serves, by their message definitions' keys.
 HANDLERS: dict[int, Handler] = {
     metadata_api.KEY: handle_metadata,
+    dtp_api.KEY: handle_describe_topic_partitions,
 }

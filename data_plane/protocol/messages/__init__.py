@@ -24,6 +24,7 @@ from data_plane.protocol.messages import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_topic_partitions,
     fetch,
     find_coordinator,
     heartbeat,
@@ -104,6 +105,7 @@ _MODULES = (
     delete_groups,
     offset_delete,
     offset_for_leader_epoch,
+    describe_topic_partitions,
 )
 
 APIS: dict[int, Api] = {api.key: api for api in (_api(m) for m in _MODULES)}

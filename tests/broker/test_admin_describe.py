@@ -1,0 +1,65 @@
+"""DescribeTopicPartitions (KIP-966) against a broker process, through kafka-python 3's
+KafkaAdminClient (librdkafka 2.16's describe_topics still uses Metadata)."""
+
+from __future__ import annotations
+
+import pytest
+
+from data_plane.protocol.errors import ErrorCode as E
+from tests.broker.conftest import kafka_python_conf
+from tests.broker.test_clients import confluent_create, topic_name
+
+pytestmark = pytest.mark.django_db
+
+
+def _kp_admin(kafka, key):
+    from kafka import KafkaAdminClient
+
+    return KafkaAdminClient(**kafka_python_conf(kafka, key), request_timeout_ms=20_000)
+
+
+def test_describe_topic_partitions_with_kafka_python(kafka):
+    small, big = topic_name("dtp-a"), topic_name("dtp-b")
+    confluent_create(kafka, kafka.admin_a, small, partitions=2)
+    confluent_create(kafka, kafka.admin_a, big, partitions=5)
+    admin = _kp_admin(kafka, kafka.admin_a)
+    try:
+        answer = admin.describe_topic_partitions([big, small])
+        assert answer["next_cursor"] is None
+        topics = {t["name"]: t for t in answer["topics"]}
+        assert sorted(topics) == sorted([small, big])
+        for name, count in ((small, 2), (big, 5)):
+            t = topics[name]
+            assert t["error_code"] == E.NONE
+            assert [p["partition_index"] for p in t["partitions"]] == list(range(count))
+            for p in t["partitions"]:
+                # One broker: it leads every partition and is its only replica.
+                assert p["error_code"] == E.NONE
+                assert (p["leader_id"], p["replica_nodes"], p["isr_nodes"]) == (
+                    kafka.broker_id,
+                    [kafka.broker_id],
+                    [kafka.broker_id],
+                )
+                assert p["leader_epoch"] >= 0
+        # Pages of 3: big 0-2, then big 3-4.
+        first = admin.describe_topic_partitions([big], response_partition_limit=3)
+        assert [p["partition_index"] for p in first["topics"][0]["partitions"]] == [0, 1, 2]
+        assert first["next_cursor"] == {"topic_name": big, "partition_index": 3}
+        rest = admin.describe_topic_partitions(
+            [big], response_partition_limit=3, cursor=first["next_cursor"]
+        )
+        assert [p["partition_index"] for p in rest["topics"][0]["partitions"]] == [3, 4]
+        assert rest["next_cursor"] is None
+    finally:
+        admin.close()
+    # Tenant B does not see tenant A's topics.
+    other = _kp_admin(kafka, kafka.admin_b)
+    try:
+        answer = other.describe_topic_partitions([small])
+        assert [(t["name"], t["error_code"]) for t in answer["topics"]] == [
+            (small, E.UNKNOWN_TOPIC_OR_PARTITION)
+        ]
+        everything = other.describe_topic_partitions([])
+        assert small not in {t["name"] for t in everything["topics"]}
+    finally:
+        other.close()
