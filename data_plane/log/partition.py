@@ -47,7 +47,7 @@ import crc32c
 
 from data_plane.log.checkpoint import LeaderEpochCache, read_int, write_int
 from data_plane.log.config import LogConfig
-from data_plane.log.producer_state import ProducerStateManager
+from data_plane.log.producer_state import ActiveProducer, ProducerStateManager
 from data_plane.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -237,6 +237,7 @@ class PartitionLog:
                         h.base_sequence,
                         h.last_offset_delta,
                         h.base_offset,
+                        h.max_timestamp,
                     )
 
     def _write_producer_snapshot(self, *, sync: bool) -> None:
@@ -411,6 +412,7 @@ class PartitionLog:
                         h.base_sequence,
                         h.last_offset_delta,
                         h.base_offset,
+                        h.max_timestamp,
                     )
             self.log_end_offset = next_offset
             records = sum(h.records_count for h in headers)
@@ -640,6 +642,11 @@ class PartitionLog:
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """The idempotent producers this log remembers (DescribeProducers)."""
+        with self._lock:
+            return self.producers.active()
 
     # --- truncation and deletion ---------------------------------------------------------
 

@@ -50,6 +50,17 @@ class _Entry:
     batches: deque[tuple[int, int, int]] = field(
         default_factory=lambda: deque(maxlen=MAX_REMEMBERED_BATCHES)
     )  # (first sequence, last sequence, first offset)
+    last_timestamp: int = -1  # the newest batch's max timestamp (-1: not known)
+
+
+@dataclass(frozen=True)
+class ActiveProducer:
+    """What DescribeProducers reports of one producer of a partition."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
 
 
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
@@ -93,15 +104,24 @@ class ProducerStateManager:
         base_sequence: int,
         last_offset_delta: int,
         first_offset: int,
+        timestamp: int = -1,
     ) -> None:
-        """Remember a batch that was appended."""
+        """Remember a batch that was appended (``timestamp``: its max timestamp)."""
         entry = self._producers.get(producer_id)
         last = last_sequence(base_sequence, last_offset_delta)
         if entry is None or epoch != entry.epoch:
             entry = _Entry(epoch, last)
             self._producers[producer_id] = entry
         entry.last_sequence = last
+        entry.last_timestamp = timestamp
         entry.batches.append((base_sequence, last, first_offset))
+
+    def active(self) -> list[ActiveProducer]:
+        """The producers this partition remembers, by producer id."""
+        return [
+            ActiveProducer(pid, e.epoch, e.last_sequence, e.last_timestamp)
+            for pid, e in sorted(self._producers.items())
+        ]
 
     def forget_from(self, offset: int) -> None:
         """Drop what truncation removed (batches at or after ``offset``)."""
@@ -117,7 +137,7 @@ class ProducerStateManager:
     def to_json(self) -> bytes:
         return json.dumps(
             {
-                str(pid): [e.epoch, e.last_sequence, [list(b) for b in e.batches]]
+                str(pid): [e.epoch, e.last_sequence, [list(b) for b in e.batches], e.last_timestamp]
                 for pid, e in self._producers.items()
             },
             separators=(",", ":"),
@@ -129,8 +149,11 @@ class ProducerStateManager:
         state = cls()
         try:
             raw: dict[str, Any] = json.loads(data)
-            for pid, (epoch, last, batches) in raw.items():
+            for pid, saved in raw.items():
+                # [epoch, last sequence, batches] (+ the last timestamp since it was kept).
+                epoch, last, batches = saved[:3]
                 entry = _Entry(int(epoch), int(last))
+                entry.last_timestamp = int(saved[3]) if len(saved) > 3 else -1
                 for first_seq, last_seq, first_offset in batches:
                     entry.batches.append((int(first_seq), int(last_seq), int(first_offset)))
                 state._producers[int(pid)] = entry

@@ -1355,6 +1355,53 @@ class DescribeClusterResponse(TypedDict, total=False):
     cluster_authorized_operations: int  # default -2147483648
 
 
+class DescribeProducersRequestTopics(TypedDict):
+    """An element of ``DescribeProducersRequest.topics``."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class DescribeProducersRequest(TypedDict):
+    """DescribeProducers request (API key 61), v0-0."""
+
+    topics: list[DescribeProducersRequestTopics]
+
+
+class DescribeProducersResponseActiveProducers(TypedDict, total=False):
+    """An element of ``DescribeProducersResponsePartitions.active_producers``."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int  # default -1
+    last_timestamp: int  # default -1
+    coordinator_epoch: int
+    current_txn_start_offset: int  # default -1
+
+
+class DescribeProducersResponsePartitions(TypedDict, total=False):
+    """An element of ``DescribeProducersResponseTopics.partitions``."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    active_producers: list[DescribeProducersResponseActiveProducers]
+
+
+class DescribeProducersResponseTopics(TypedDict, total=False):
+    """An element of ``DescribeProducersResponse.topics``."""
+
+    name: str
+    partitions: list[DescribeProducersResponsePartitions]
+
+
+class DescribeProducersResponse(TypedDict, total=False):
+    """DescribeProducers response (API key 61), v0-0."""
+
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponseTopics]
+
+
 class DescribeTopicPartitionsRequestTopics(TypedDict):
     """An element of ``DescribeTopicPartitionsRequest.topics``."""
 

@@ -113,6 +113,12 @@ FOOTER = """
   from the named ones or a negative cursor partition answers `INVALID_REQUEST` (42) for
   each topic. Names the caller may not describe answer `TOPIC_AUTHORIZATION_FAILED` (29)
   whether or not they exist; eligible leader replicas are not kept (both ELR lists null).
+- **DescribeProducers** answers, from the partition leader's log, the idempotent producers
+  it remembers (id, epoch, last sequence, the newest batch's max timestamp;
+  `coordinator_epoch` and `current_txn_start_offset` -1: no transactions). As in Kafka a
+  topic is checked for a valid name, then Read (`TOPIC_AUTHORIZATION_FAILED`), then
+  existence in the tenant (`UNKNOWN_TOPIC_OR_PARTITION`), with Kafka's messages; a
+  partition this broker does not lead answers `NOT_LEADER_OR_FOLLOWER` (6).
 - **DeleteTopics** v6 by topic id: an id that is unknown, of a deleted topic or of another
   tenant's topic answers `UNKNOWN_TOPIC_ID` (100) with a null name, as Kafka does; an entry
   with neither name nor id is `INVALID_REQUEST` (42).

@@ -1,12 +1,13 @@
-"""DescribeTopicPartitions (KIP-966) against a broker process, through kafka-python 3's
-KafkaAdminClient (librdkafka 2.16's describe_topics still uses Metadata)."""
+"""DescribeTopicPartitions (KIP-966) and DescribeProducers against a broker process,
+through kafka-python 3's KafkaAdminClient (librdkafka 2.16 uses neither: its
+describe_topics asks Metadata, and it has no describe_producers)."""
 
 from __future__ import annotations
 
 import pytest
 
 from data_plane.protocol.errors import ErrorCode as E
-from tests.broker.conftest import kafka_python_conf
+from tests.broker.conftest import confluent_conf, kafka_python_conf
 from tests.broker.test_clients import confluent_create, topic_name
 
 pytestmark = pytest.mark.django_db
@@ -63,3 +64,46 @@ def test_describe_topic_partitions_with_kafka_python(kafka):
         assert small not in {t["name"] for t in everything["topics"]}
     finally:
         other.close()
+
+
+def test_describe_producers_after_an_idempotent_confluent_producer(kafka):
+    from confluent_kafka import Producer
+    from kafka import TopicPartition
+    from kafka.errors import UnknownTopicOrPartitionError
+
+    name = topic_name("dp")
+    confluent_create(kafka, kafka.admin_a, name, partitions=2)
+    producer = Producer(confluent_conf(kafka, kafka.admin_a, **{"enable.idempotence": True}))
+    for i in range(5):
+        producer.produce(name, value=b"v%d" % i, partition=0)
+        assert producer.flush(20) == 0  # one batch each: sequences 0..4
+    admin = _kp_admin(kafka, kafka.admin_a)
+    try:
+        states = admin.describe_producers([TopicPartition(name, 0), TopicPartition(name, 1)])
+        [one] = states[TopicPartition(name, 0)].active_producers
+        assert one.producer_id >= 0 and one.producer_epoch >= 0
+        assert one.last_sequence == 4
+        assert one.last_timestamp > 0
+        assert (one.coordinator_epoch, one.current_transaction_start_offset) == (-1, -1)
+        assert states[TopicPartition(name, 1)].active_producers == []
+        # The same producer id and epoch that the broker handed out (InitProducerId):
+        # a second producer gets a different id.
+        other = Producer(confluent_conf(kafka, kafka.admin_a, **{"enable.idempotence": True}))
+        other.produce(name, value=b"x", partition=0)
+        assert other.flush(20) == 0
+        ids = {
+            p.producer_id
+            for p in admin.describe_producers([TopicPartition(name, 0)])[
+                TopicPartition(name, 0)
+            ].active_producers
+        }
+        assert len(ids) == 2 and one.producer_id in ids
+    finally:
+        admin.close()
+    # Tenant B: tenant A's topic is unknown.
+    theirs = _kp_admin(kafka, kafka.admin_b)
+    try:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            theirs.describe_producers([TopicPartition(name, 0)], broker_id=kafka.broker_id)
+    finally:
+        theirs.close()

@@ -1,6 +1,6 @@
-"""DescribeGroups 5-6 and DescribeTopicPartitions 0, through the wire: each request is
-encoded and decoded at its version, handled, and the answer encoded and decoded at that
-version too."""
+"""DescribeGroups 5-6, DescribeTopicPartitions 0 and DescribeProducers 0, through the
+wire: each request is encoded and decoded at its version, handled, and the answer encoded
+and decoded at that version too."""
 
 from __future__ import annotations
 
@@ -16,8 +16,15 @@ from data_plane.broker.handlers import DISPATCH
 from data_plane.broker.handlers.context import RequestContext
 from data_plane.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from data_plane.protocol.errors import ErrorCode
-from data_plane.protocol.messages import describe_groups, describe_topic_partitions, join_group
-from tests.broker_unit.test_handlers import principal_of, world  # noqa: F401  (a fixture)
+from data_plane.protocol.messages import (
+    describe_groups,
+    describe_producers,
+    describe_topic_partitions,
+    join_group,
+    produce,
+)
+from data_plane.records.batch import Record, RecordBatch
+from tests.broker_unit.test_handlers import ME, principal_of, world  # noqa: F401  (a fixture)
 from tests.broker_unit.test_latest_versions import wire_call
 
 E = ErrorCode
@@ -253,3 +260,100 @@ def test_describe_topic_partitions_unknown_refused_and_other_tenants(three_topic
     theirs = principal_of(store, globex, (Operation.DESCRIBE, ResourceType.TOPIC))
     asyncio.run(node.refresh_metadata())
     assert [t["name"] for t in _dtp(services, theirs, [])["topics"]] == ["g-theirs"]
+
+
+# --- DescribeProducers ------------------------------------------------------------------
+
+
+def _produce_idempotent(
+    services: Any, principal: Any, topic: str, index: int, pid: int, epoch: int, seq: int, n: int
+) -> None:
+    records = tuple(
+        Record(offset=i, timestamp=1_700_000_000_000 + seq + i, key=None, value=b"v")
+        for i in range(n)
+    )
+    raw = RecordBatch(
+        base_offset=0, records=records, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+    ).encode()
+    answer = wire_call(
+        services,
+        principal,
+        produce,
+        9,
+        {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": index, "records": raw}]}],
+        },
+    )
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == E.NONE
+
+
+def _producers(services: Any, principal: Any, topics: dict[str, list[int]]) -> dict:
+    body = {"topics": [{"name": n, "partition_indexes": p} for n, p in topics.items()]}
+    answer = wire_call(services, principal, describe_producers, 0, body)
+    return {(t["name"], p["partition_index"]): p for t in answer["topics"] for p in t["partitions"]}
+
+
+def test_describe_producers_reports_each_idempotent_producer(world):  # noqa: F811
+    store, node, services, acme, globex = world
+    store.register_broker(2, "10.0.0.2", 9192, None)
+    store.add_topic(acme, "orders", partitions=4, replication_factor=1)
+    store.add_topic(globex, "theirs", partitions=1)
+    app = principal_of(
+        store,
+        acme,
+        (Operation.WRITE, ResourceType.TOPIC),
+        (Operation.READ, ResourceType.TOPIC),
+        (Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER),
+    )
+    asyncio.run(node.refresh_metadata())
+    info = node.snapshot.topic(acme, "orders")
+    mine = next(p.index for p in info.partitions if p.leader == ME)
+    theirs = next(p.index for p in info.partitions if p.leader == 2)
+    _produce_idempotent(services, app, "orders", mine, 1000, 3, 0, 5)
+    _produce_idempotent(services, app, "orders", mine, 1001, 0, 0, 2)
+    _produce_idempotent(services, app, "orders", mine, 1001, 0, 2, 3)
+    got = _producers(services, app, {"orders": [mine, theirs, 99], "nope": [0], "theirs": [0]})
+    here = got[("orders", mine)]
+    assert (here["error_code"], here["error_message"]) == (E.NONE, None)
+    assert [
+        (p["producer_id"], p["producer_epoch"], p["last_sequence"])
+        for p in here["active_producers"]
+    ] == [(1000, 3, 4), (1001, 0, 4)]
+    for p in here["active_producers"]:
+        assert p["coordinator_epoch"] == -1 and p["current_txn_start_offset"] == -1
+    # The last timestamp is the newest batch's max timestamp.
+    assert [p["last_timestamp"] for p in here["active_producers"]] == [
+        1_700_000_000_004,
+        1_700_000_000_004,
+    ]
+    assert got[("orders", theirs)]["error_code"] == E.NOT_LEADER_OR_FOLLOWER
+    assert got[("orders", 99)]["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    # Another tenant's topic is as unknown as a made-up name.
+    for key in (("nope", 0), ("theirs", 0)):
+        assert got[key]["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+        assert got[key]["error_message"] == "This server does not host this topic-partition."
+        assert got[key]["active_producers"] == []
+
+
+def test_describe_producers_needs_read(world):  # noqa: F811
+    store, node, services, acme, _ = world
+    store.add_topic(acme, "orders")
+    writer = principal_of(
+        store,
+        acme,
+        (Operation.WRITE, ResourceType.TOPIC),
+        (Operation.DESCRIBE, ResourceType.TOPIC),
+        (Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER),
+    )
+    asyncio.run(node.refresh_metadata())
+    _produce_idempotent(services, writer, "orders", 0, 7, 0, 0, 1)
+    got = _producers(services, writer, {"orders": [0], "nope": [0]})
+    for key in (("orders", 0), ("nope", 0)):
+        assert got[key]["error_code"] == E.TOPIC_AUTHORIZATION_FAILED
+        assert got[key]["error_message"] == "Topic authorization failed."
+        assert got[key]["active_producers"] == []
+    bad = _producers(services, writer, {"bad name!": [0]})[("bad name!", 0)]
+    assert bad["error_code"] == E.INVALID_TOPIC_EXCEPTION and bad["error_message"]

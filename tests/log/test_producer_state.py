@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from data_plane.log.producer_state import OutOfOrderSequence, ProducerFenced
+from data_plane.log.producer_state import (
+    ActiveProducer,
+    OutOfOrderSequence,
+    ProducerFenced,
+    ProducerStateManager,
+)
 from data_plane.records import Record, RecordBatch
 from tests.log.helpers import all_records, open_log
 
@@ -134,3 +139,21 @@ def test_snapshots_past_a_truncation_point_are_dropped(tmp_path):
     # The batch at sequence 2 was cut, so it is appended again, not a duplicate.
     info = log.append(idempotent(7, 0, 2))
     assert not info.duplicate and info.first_offset == 2
+
+
+def test_active_producers_survive_restarts_with_their_last_timestamp(tmp_path):
+    log = open_log(tmp_path / "p")
+    log.append(idempotent(7, 2, 0, n=3))
+    log.append(idempotent(9, 0, 0))
+    expected = [ActiveProducer(7, 2, 2, 1000), ActiveProducer(9, 0, 1, 1000)]
+    assert log.active_producers() == expected
+    log.close()  # a clean shutdown writes a snapshot, kept with the timestamp
+    reopened = open_log(tmp_path / "p")
+    assert reopened.active_producers() == expected
+    reopened.close()
+
+
+def test_a_snapshot_from_before_timestamps_were_kept_still_loads():
+    old = b'{"7":[2,4,[[0,4,10]]]}'
+    state = ProducerStateManager.from_json(old)
+    assert state.active() == [ActiveProducer(7, 2, 4, -1)]

@@ -1,4 +1,5 @@
-"""Partition offsets: OffsetForLeaderEpoch, ListOffsets, DeleteRecords."""
+"""Partition offsets and state: OffsetForLeaderEpoch, ListOffsets, DeleteRecords,
+DescribeProducers."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from data_plane.broker.handlers.context import (
 from data_plane.log.partition import OffsetOutOfRange
 from data_plane.protocol import bodies
 from data_plane.protocol.messages import delete_records as delete_records_api
+from data_plane.protocol.messages import describe_producers as describe_producers_api
 from data_plane.protocol.messages import list_offsets as list_offsets_api
 from data_plane.protocol.messages import offset_for_leader_epoch as offset_for_leader_epoch_api
 from data_plane.replication.manager import epoch_error
+from data_plane.topic_config import InvalidTopicName, validate_topic_name
 
 logger = logging.getLogger("millrace.broker")
 
@@ -165,8 +168,74 @@ async def handle_delete_records(
     return {"throttle_time_ms": 0, "topics": topics}
 
 
+# --- DescribeProducers (KIP-664) ---------------------------------------------------------
+
+# Kafka's messages for errors answered for a whole topic (ApiError's defaults).
+_TOPIC_ERROR_MESSAGES = {
+    E.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    E.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+}
+
+
+async def handle_describe_producers(
+    ctx: RequestContext, req: bodies.DescribeProducersRequest
+) -> bodies.DescribeProducersResponse:
+    """As Kafka's handler: per topic an invalid name, then Read, then whether the tenant
+    has it; per partition this broker must lead it (its log keeps the producer state)."""
+    topics: list[bodies.DescribeProducersResponseTopics] = []
+    for t in req["topics"]:
+        name = t["name"]
+        topic = ctx.topic(name)
+        code, message = E.NONE, None
+        try:
+            validate_topic_name(name)
+        except InvalidTopicName as exc:
+            code, message = E.INVALID_TOPIC_EXCEPTION, str(exc)
+        else:
+            if not ctx.may(Operation.READ, T, name):
+                code = E.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None:
+                code = E.UNKNOWN_TOPIC_OR_PARTITION
+            message = _TOPIC_ERROR_MESSAGES.get(code)
+        partitions: list[bodies.DescribeProducersResponsePartitions] = []
+        for index in t["partition_indexes"]:
+            entry: bodies.DescribeProducersResponsePartitions = {
+                "partition_index": index,
+                "error_code": code,
+                "error_message": message,
+                "active_producers": [],
+            }
+            partitions.append(entry)
+            if code != E.NONE or topic is None:
+                continue
+            partition, err = ctx.services.replicas.leader_partition(topic, index)
+            if partition is None:
+                # Not hosted as leader here (or no leader at all): Kafka's
+                # NOT_LEADER_OR_FOLLOWER; an index the topic lacks is unknown.
+                entry["error_code"] = (
+                    err if err == E.UNKNOWN_TOPIC_OR_PARTITION else E.NOT_LEADER_OR_FOLLOWER
+                )
+                continue
+            entry["active_producers"] = [
+                {
+                    "producer_id": p.producer_id,
+                    "producer_epoch": p.epoch,
+                    "last_sequence": p.last_sequence,
+                    "last_timestamp": p.last_timestamp,
+                    # Idempotent producers only: no transaction coordinator, no open
+                    # transaction.
+                    "coordinator_epoch": -1,
+                    "current_txn_start_offset": -1,
+                }
+                for p in partition.log.active_producers()
+            ]
+        topics.append({"name": name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
 # The APIs this module serves, by their message definitions' keys.
 HANDLERS: dict[int, Handler] = {
+    describe_producers_api.KEY: handle_describe_producers,
     offset_for_leader_epoch_api.KEY: handle_offset_for_leader_epoch,
     list_offsets_api.KEY: handle_list_offsets,
     delete_records_api.KEY: handle_delete_records,

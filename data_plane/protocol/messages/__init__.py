@@ -24,6 +24,7 @@ from data_plane.protocol.messages import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_topic_partitions,
     fetch,
     find_coordinator,
@@ -106,6 +107,7 @@ _MODULES = (
     offset_delete,
     offset_for_leader_epoch,
     describe_topic_partitions,
+    describe_producers,
 )
 
 APIS: dict[int, Api] = {api.key: api for api in (_api(m) for m in _MODULES)}
