@@ -1,6 +1,6 @@
-"""DescribeTopicPartitions (KIP-966) and DescribeProducers against a broker process,
-through kafka-python 3's KafkaAdminClient (librdkafka 2.16 uses neither: its
-describe_topics asks Metadata, and it has no describe_producers)."""
+"""Against a broker process: DescribeGroups 5-6 over a raw socket, and DescribeTopicPartitions
+(KIP-966) and DescribeProducers through kafka-python 3's KafkaAdminClient (librdkafka 2.16
+uses neither: its describe_topics asks Metadata, and it has no describe_producers)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from tests.broker.conftest import confluent_conf, kafka_python_conf
 from tests.broker.test_clients import confluent_create, topic_name
 
 pytestmark = pytest.mark.django_db
+
+DESCRIBE_GROUPS = 15
 
 
 def _kp_admin(kafka, key):
@@ -107,3 +109,39 @@ def test_describe_producers_after_an_idempotent_confluent_producer(kafka):
             theirs.describe_producers([TopicPartition(name, 0)], broker_id=kafka.broker_id)
     finally:
         theirs.close()
+
+
+def test_describe_groups_v5_and_v6_for_a_live_and_an_unknown_group(kafka):
+    from confluent_kafka import Consumer
+
+    from tests.broker.test_wire import RawClient
+
+    name, group = topic_name("dg"), topic_name("dg-group")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    consumer = Consumer(
+        confluent_conf(kafka, kafka.admin_a, **{"group.id": group, "auto.offset.reset": "earliest"})
+    )
+    consumer.subscribe([name])
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    try:
+        body = {"groups": [group, "no-such-group"], "include_authorized_operations": False}
+        for _ in range(60):  # until the consumer has joined
+            consumer.poll(0.5)
+            live = client.request(DESCRIBE_GROUPS, 6, body)["groups"][0]
+            if live["group_state"] == "Stable":
+                break
+        assert (live["error_code"], live["error_message"]) == (E.NONE, None)
+        assert len(live["members"]) == 1
+        v6 = client.request(DESCRIBE_GROUPS, 6, body)["groups"][1]
+        assert (v6["error_code"], v6["error_message"]) == (
+            E.GROUP_ID_NOT_FOUND,
+            "Group no-such-group not found.",
+        )
+        v5 = client.request(DESCRIBE_GROUPS, 5, body)["groups"]
+        assert v5[0]["error_code"] == E.NONE and len(v5[0]["members"]) == 1
+        assert (v5[1]["error_code"], v5[1]["group_state"]) == (E.NONE, "Dead")
+        assert "error_message" not in v5[1]
+    finally:
+        client.close()
+        consumer.close()
