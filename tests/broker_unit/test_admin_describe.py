@@ -256,6 +256,13 @@ def test_describe_topic_partitions_unknown_refused_and_other_tenants(three_topic
         ("nope", E.UNKNOWN_TOPIC_OR_PARTITION),
     ]
     assert all(t["topic_id"] == uuid.UUID(int=0) for t in answer["topics"])
+    # Their authorized operations are filled in all the same (Describe: bit 8), as Kafka
+    # does for every topic it looked up; refused names keep the "not asked" value.
+    assert all(t["topic_authorized_operations"] & (1 << 8) for t in answer["topics"])
+    refused = _dtp(services, narrow, ["a-clicks"])["topics"][0]
+    assert refused["topic_authorized_operations"] == -(2**31)
+    bad = _dtp(services, viewer, ["bad name!"])["topics"][0]
+    assert bad["error_code"] == E.INVALID_TOPIC_EXCEPTION
     # And globex's own view holds only its topic.
     theirs = principal_of(store, globex, (Operation.DESCRIBE, ResourceType.TOPIC))
     asyncio.run(node.refresh_metadata())

@@ -210,7 +210,11 @@ async def handle_describe_topic_partitions(
         topic = ctx.topic(name)
         if topic is None:
             if not every:
+                # Kafka fills in the operations of every topic it looked up, unknown ones too.
                 topics.append(_dtp_unknown(name))
+                topics[-1]["topic_authorized_operations"] = authorized_operations(
+                    ctx, T, name, True
+                )
             continue
         first = cursor["partition_index"] if cursor is not None and name == start_topic else 0
         wanted = [p for p in topic.partitions if p.index >= first]
