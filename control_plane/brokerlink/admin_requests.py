@@ -1,7 +1,7 @@
 """Kafka admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-CreateAcls, DeleteAcls, DeleteGroups) through the same service functions as the REST API:
-validation, tenant limits, audit events and the change log, with the API key (or the
-operator) as the actor. ``validate_only`` runs the service and rolls back, so a refused or
+CreateAcls, DeleteAcls, DeleteGroups, ElectLeaders) through the same service functions as
+the REST API: validation, tenant limits, audit events and the change log, with the API key
+(or the operator) as the actor. ``validate_only`` runs the service and rolls back, so a refused or
 validate-only request leaves nothing behind.
 """
 
@@ -17,7 +17,8 @@ from control_plane.access.models import Acl, ApiKey
 from control_plane.audit.services import record_event
 from control_plane.brokerlink.credentials import operator_of
 from control_plane.catalog import services as catalog_services
-from control_plane.catalog.models import Topic
+from control_plane.catalog.models import Partition, Topic
+from control_plane.controller.services import elect_requested
 from control_plane.core.actor import Actor
 from control_plane.core.errors import (
     AlreadyExists,
@@ -151,6 +152,36 @@ class DjangoAdmin:
             ),
             validate_only,
         )
+
+    def elect_leaders(
+        self, principal: Principal, unclean: bool, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[str, dict[int, tuple[int, str | None]]]:
+        close_old_connections()
+        actor = self._actor(principal)
+        rows = Partition.objects.filter(topic__tenant_id=principal.tenant_id).select_related(
+            "topic__tenant"
+        )
+        if partitions is not None:
+            rows = rows.filter(topic__name__in=list(partitions))
+        found = {(row.topic.name, row.index): row for row in rows}
+        wanted: Mapping[str, Sequence[int]]
+        if partitions is None:
+            every: dict[str, list[int]] = {}
+            for name, index in sorted(found):
+                every.setdefault(name, []).append(index)
+            wanted = every
+        else:
+            wanted = partitions
+        out: dict[str, dict[int, tuple[int, str | None]]] = {}
+        for name, indexes in wanted.items():
+            results = out.setdefault(name, {})
+            for index in indexes:
+                row = found.get((name, index))
+                if row is None:
+                    results[index] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                    continue
+                results[index] = (elect_requested(row, unclean=unclean, actor=actor), None)
+        return out
 
     def audit(
         self,

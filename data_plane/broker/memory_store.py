@@ -37,6 +37,7 @@ from data_plane import internal_auth
 from data_plane.acl import WILDCARD_HOST, WILDCARD_PRINCIPAL, AclBinding, InvalidAclBinding
 from data_plane.broker.ports import AdminError, ScramCredentials
 from data_plane.groups.model import GroupRecord, GroupState, OffsetRecord
+from data_plane.metadata.election import requested_election
 from data_plane.metadata.model import (
     BrokerInfo,
     KeyExpiry,
@@ -902,6 +903,47 @@ class MemoryStore:
             self._offsets.pop(key, None)
             self._audit(principal, "group.delete", group_id)
             return True
+
+    def elect_leaders(
+        self, principal: Principal, unclean: bool, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[str, dict[int, tuple[int, str | None]]]:
+        with self._lock:
+            live = {b.info.id for b in self._live()}
+            tenant_topics = {
+                t.name: t for t in self._topics.values() if t.tenant_id == principal.tenant_id
+            }
+            wanted: Mapping[str, Sequence[int]] = (
+                {n: [p.index for p in t.partitions] for n, t in tenant_topics.items()}
+                if partitions is None
+                else partitions
+            )
+            out: dict[str, dict[int, tuple[int, str | None]]] = {}
+            for name, indexes in wanted.items():
+                results = out.setdefault(name, {})
+                topic = tenant_topics.get(name)
+                changed = False
+                for index in indexes:
+                    if topic is None or not 0 <= index < len(topic.partitions):
+                        results[index] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                        continue
+                    p = topic.partitions[index]
+                    decided = requested_election(p.replicas, p.isr, p.leader, live, unclean)
+                    results[index] = (decided.error_code, None)
+                    if decided.error_code != ErrorCode.NONE:
+                        continue
+                    if decided.unclean:
+                        self._audit(
+                            principal,
+                            "partition.unclean_election",
+                            f"{name}-{index}",
+                            before={"leader": p.leader, "isr": list(p.isr)},
+                            after={"leader": decided.leader, "isr": list(decided.isr)},
+                        )
+                    self._set(p, decided.leader, list(decided.isr))
+                    changed = True
+                if changed and topic is not None:
+                    self._record(TOPIC, topic.tenant_id, topic.topic_id)
+            return out
 
     def audit(
         self,

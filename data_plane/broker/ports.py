@@ -186,6 +186,20 @@ class Admin(Protocol):
         """Delete an empty group (audited); False if none; AdminError if it has members."""
         ...
 
+    def elect_leaders(
+        self, principal: Principal, unclean: bool, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[str, dict[int, tuple[int, str | None]]]:
+        """Kafka's ElectLeaders for an operator, over the tenant's topics ``partitions``
+        (topic name -> indexes; None: every partition of the tenant): for each, the error
+        code and message. Preferred: the first replica takes over if it is live and in the
+        ISR (NONE), already leads (ELECTION_NOT_NEEDED) or cannot (PREFERRED_LEADER_NOT_
+        AVAILABLE). Unclean (KIP-460), whatever ``unclean.leader.election.enable`` says: a
+        partition with a live leader needs none (ELECTION_NOT_NEEDED); else the first live
+        in-sync replica, else the first live replica (audited: records may be lost), else
+        ELIGIBLE_LEADERS_NOT_AVAILABLE. Unknown topics and partitions:
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        ...
+
     def audit(
         self,
         principal: Principal,

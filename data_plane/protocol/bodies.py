@@ -1242,6 +1242,44 @@ class DeleteGroupsResponse(TypedDict, total=False):
     results: list[DeleteGroupsResponseResults]
 
 
+class ElectLeadersRequestTopicPartitions(TypedDict):
+    """An element of ``ElectLeadersRequest.topic_partitions``."""
+
+    topic: str
+    partitions: list[int]
+
+
+class ElectLeadersRequest(TypedDict):
+    """ElectLeaders request (API key 43), v0-2."""
+
+    election_type: NotRequired[int]  # v1+
+    topic_partitions: list[ElectLeadersRequestTopicPartitions] | None
+    timeout_ms: int
+
+
+class ElectLeadersResponsePartitionResult(TypedDict, total=False):
+    """An element of ``ElectLeadersResponseReplicaElectionResults.partition_result``."""
+
+    partition_id: int
+    error_code: int
+    error_message: str | None
+
+
+class ElectLeadersResponseReplicaElectionResults(TypedDict, total=False):
+    """An element of ``ElectLeadersResponse.replica_election_results``."""
+
+    topic: str
+    partition_result: list[ElectLeadersResponsePartitionResult]
+
+
+class ElectLeadersResponse(TypedDict, total=False):
+    """ElectLeaders response (API key 43), v0-2."""
+
+    throttle_time_ms: int
+    error_code: int  # v1+
+    replica_election_results: list[ElectLeadersResponseReplicaElectionResults]
+
+
 class IncrementalAlterConfigsRequestConfigs(TypedDict):
     """An element of ``IncrementalAlterConfigsRequestResources.configs``."""
 

@@ -103,6 +103,14 @@ FOOTER = """
   `current_leader`, and `node_endpoints` lists those leaders at the addresses of the
   listener the client used, as Fetch v16 does, so a producer moves without a Metadata
   round trip. v11 (KIP-890's `TRANSACTION_ABORTABLE`) waits for transactions.
+- **ElectLeaders** is for operators (their principal acts in one tenant, over its topics;
+  null `topic_partitions` is every partition of that tenant): a tenant's key is answered
+  `CLUSTER_AUTHORIZATION_FAILED` (31), top-level from v1 and for every partition asked.
+  As Kafka's controller: preferred (type 0) answers `ELECTION_NOT_NEEDED` (84) where the
+  first replica leads, `PREFERRED_LEADER_NOT_AVAILABLE` (80) where it is not live and in
+  sync; unclean (type 1) elects only where no live replica leads, an in-sync one first,
+  else any live one whatever `unclean.leader.election.enable` says (KIP-460; audited),
+  else `ELIGIBLE_LEADERS_NOT_AVAILABLE` (83).
 - **DeleteTopics** v6 by topic id: an id that is unknown, of a deleted topic or of another
   tenant's topic answers `UNKNOWN_TOPIC_ID` (100) with a null name, as Kafka does; an entry
   with neither name nor id is `INVALID_REQUEST` (42).

@@ -24,6 +24,7 @@ from data_plane.protocol.messages import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -102,6 +103,7 @@ _MODULES = (
     list_groups,
     describe_groups,
     delete_groups,
+    elect_leaders,
     offset_delete,
     offset_for_leader_epoch,
 )
