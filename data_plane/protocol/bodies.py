@@ -1319,6 +1319,90 @@ class IncrementalAlterConfigsResponse(TypedDict, total=False):
     responses: list[IncrementalAlterConfigsResponseResponses]
 
 
+class AlterPartitionReassignmentsRequestPartitions(TypedDict):
+    """An element of ``AlterPartitionReassignmentsRequestTopics.partitions``."""
+
+    partition_index: int
+    replicas: list[int] | None
+
+
+class AlterPartitionReassignmentsRequestTopics(TypedDict):
+    """An element of ``AlterPartitionReassignmentsRequest.topics``."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsRequestPartitions]
+
+
+class AlterPartitionReassignmentsRequest(TypedDict):
+    """AlterPartitionReassignments request (API key 45), v0-0."""
+
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequestTopics]
+
+
+class AlterPartitionReassignmentsResponsePartitions(TypedDict, total=False):
+    """An element of ``AlterPartitionReassignmentsResponseResponses.partitions``."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+class AlterPartitionReassignmentsResponseResponses(TypedDict, total=False):
+    """An element of ``AlterPartitionReassignmentsResponse.responses``."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsResponsePartitions]
+
+
+class AlterPartitionReassignmentsResponse(TypedDict, total=False):
+    """AlterPartitionReassignments response (API key 45), v0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponseResponses]
+
+
+class ListPartitionReassignmentsRequestTopics(TypedDict):
+    """An element of ``ListPartitionReassignmentsRequest.topics``."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class ListPartitionReassignmentsRequest(TypedDict):
+    """ListPartitionReassignments request (API key 46), v0-0."""
+
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequestTopics] | None
+
+
+class ListPartitionReassignmentsResponsePartitions(TypedDict, total=False):
+    """An element of ``ListPartitionReassignmentsResponseTopics.partitions``."""
+
+    partition_index: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+class ListPartitionReassignmentsResponseTopics(TypedDict, total=False):
+    """An element of ``ListPartitionReassignmentsResponse.topics``."""
+
+    name: str
+    partitions: list[ListPartitionReassignmentsResponsePartitions]
+
+
+class ListPartitionReassignmentsResponse(TypedDict, total=False):
+    """ListPartitionReassignments response (API key 46), v0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponseTopics]
+
+
 class OffsetDeleteRequestPartitions(TypedDict):
     """An element of ``OffsetDeleteRequestTopics.partitions``."""
 

@@ -1,4 +1,5 @@
-"""Operator-only cluster APIs in-process (the in-memory store, no sockets): ElectLeaders."""
+"""Operator-only cluster APIs in-process (the in-memory store, no sockets): ElectLeaders,
+AlterPartitionReassignments, ListPartitionReassignments."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import pytest
 
 from data_plane.acl import Operation, ResourceType
 from data_plane.protocol.errors import ErrorCode
-from data_plane.protocol.messages import elect_leaders
+from data_plane.protocol.messages import (
+    alter_partition_reassignments,
+    elect_leaders,
+    list_partition_reassignments,
+)
 from tests.broker_unit import test_handlers
 from tests.broker_unit.test_handlers import call, principal_of
 
@@ -149,3 +154,94 @@ def test_unclean_election_elects_a_live_replica_only_without_a_leader_and_is_aud
     }
     unknown_type = elect(services, ops, 2, asked, 7)
     assert unknown_type["error_code"] == E.INVALID_REQUEST
+
+
+def wire(api, services, principal, body):
+    """A v0 request and its answer as they go on the wire."""
+    body = api.REQUEST.decode(api.REQUEST.encode(body, 0), 0)
+    got = call(services, principal, api.KEY, 0, body)
+    return api.RESPONSE.decode(api.RESPONSE.encode(got, 0), 0)
+
+
+def alter(services, principal, topics):
+    body = {
+        "timeout_ms": 1000,
+        "topics": [
+            {
+                "name": name,
+                "partitions": [{"partition_index": i, "replicas": r} for i, r in parts.items()],
+            }
+            for name, parts in topics.items()
+        ],
+    }
+    return wire(alter_partition_reassignments, services, principal, body)
+
+
+def listed(services, principal, topics=None):
+    body = {
+        "timeout_ms": 1000,
+        "topics": None
+        if topics is None
+        else [{"name": n, "partition_indexes": i} for n, i in topics.items()],
+    }
+    return wire(list_partition_reassignments, services, principal, body)
+
+
+def test_a_tenant_may_neither_reassign_nor_list_reassignments(world):
+    store, node, services, acme, _ = world
+    store.register_broker(2, "127.0.0.1", 9002, None)
+    store.add_topic(acme, "orders", partitions=1, replication_factor=1)
+    app = principal_of(store, acme, (Operation.ALTER, ResourceType.CLUSTER))
+    asyncio.run(node.refresh_metadata())
+    answer = alter(services, app, {"orders": {0: [2]}})
+    assert (answer["error_code"], answer["responses"]) == (E.CLUSTER_AUTHORIZATION_FAILED, [])
+    assert store.list_reassignments(store.system_principal(acme), None) == {}
+    answer = listed(services, app)
+    assert (answer["error_code"], answer["topics"]) == (E.CLUSTER_AUTHORIZATION_FAILED, [])
+
+
+def test_an_operator_reassigns_lists_and_the_move_completes(world):
+    store, _node, services, acme, _ = world
+    store.register_broker(2, "127.0.0.1", 9002, None)
+    store.add_topic(acme, "orders", partitions=2, replication_factor=1)
+    ops = store.system_principal(acme)
+    topic = store.snapshot().topic(acme, "orders")
+    (old,) = topic.partitions[0].replicas
+    new = 3 - old
+    answer = alter(services, ops, {"orders": {0: [new], 1: None}, "nope": {0: [1]}})
+    assert answer["error_code"] == E.NONE
+    assert {
+        (t["name"], p["partition_index"]): p["error_code"]
+        for t in answer["responses"]
+        for p in t["partitions"]
+    } == {
+        ("orders", 0): E.NONE,
+        ("orders", 1): E.NO_REASSIGNMENT_IN_PROGRESS,
+        ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    expected = [
+        {
+            "name": "orders",
+            "partitions": [
+                {
+                    "partition_index": 0,
+                    "replicas": [new, old],
+                    "adding_replicas": [new],
+                    "removing_replicas": [old],
+                }
+            ],
+        }
+    ]
+    assert listed(services, ops)["topics"] == expected
+    assert listed(services, ops, {"orders": [0]})["topics"] == expected
+    assert listed(services, ops, {"orders": [1]})["topics"] == []
+    # The new replica catches up; the leader adds it to the ISR; the move completes.
+    p = store.snapshot().topic(acme, "orders").partitions[0]
+    tid = str(topic.topic_id)
+    assert (
+        store.alter_partition(tid, 0, old, p.leader_epoch, p.partition_epoch, [old, new])[0]
+        == E.NONE
+    )
+    done = store.snapshot().topic(acme, "orders").partitions[0]
+    assert (done.replicas, done.leader, done.isr) == ((new,), new, (new,))
+    assert listed(services, ops)["topics"] == []

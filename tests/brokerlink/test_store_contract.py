@@ -628,3 +628,68 @@ def test_unclean_election_takes_a_live_out_of_sync_replica_only_without_a_leader
     assert store.elect_leaders(ops, True, {"orders": [0]})["orders"][0][0] == (
         ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
     )
+
+
+# --- Partition reassignments ------------------------------------------------------------------
+
+
+def test_reassignments_start_list_and_cancel(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    brokers(store, 1, 2, 3)
+    store.create_topic(world.principal(acme), "orders", 2, 1, {}, False)
+    ops = operator(world, acme)
+    topic = store.snapshot().topic(acme, "orders")
+    assert topic is not None
+    (old,) = topic.partitions[0].replicas
+    new = next(b for b in (1, 2, 3) if b != old)
+    (p1,) = topic.partitions[1].replicas
+    assert store.list_reassignments(ops, None) == {}
+
+    mark = store.metadata_version()
+    assert store.alter_reassignments(ops, {"orders": {0: [new]}}) == {
+        "orders": {0: (ErrorCode.NONE, None)}
+    }
+    assert store.metadata_version() > mark
+    moving = store.snapshot().topic(acme, "orders")
+    assert moving is not None
+    assert moving.partitions[0].replicas == (new, old)  # the new replica starts following
+    assert moving.partitions[0].leader == old
+    listed = {"orders": {0: ((new, old), (new,), (old,))}}
+    assert store.list_reassignments(ops, None) == listed
+    assert store.list_reassignments(ops, {"orders": [0, 1], "nope": [0]}) == listed
+    assert store.list_reassignments(ops, {"orders": [1]}) == {}
+    # Another tenant's operator sees none of it.
+    globex = world.tenant("globex")
+    assert store.list_reassignments(operator(world, globex), None) == {}
+
+    answers = store.alter_reassignments(
+        ops,
+        {
+            "orders": {0: [old], 1: [9], 5: [1]},
+            "nope": {0: [1]},
+        },
+    )
+    codes = {(t, i): code for t, by in answers.items() for i, (code, _) in by.items()}
+    assert codes == {
+        ("orders", 0): ErrorCode.REASSIGNMENT_IN_PROGRESS,
+        ("orders", 1): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ("orders", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    for target in ([1, 2], [], [p1, p1]):
+        code = store.alter_reassignments(ops, {"orders": {1: target}})["orders"][1][0]
+        assert code == ErrorCode.INVALID_REPLICA_ASSIGNMENT, target
+    assert store.alter_reassignments(ops, {"orders": {1: None}})["orders"][1][0] == (
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    )
+    assert store.alter_reassignments(ops, {"orders": {1: [p1]}})["orders"][1][0] == ErrorCode.NONE
+
+    # Cancelling puts the partition back where it was.
+    assert store.alter_reassignments(ops, {"orders": {0: None}}) == {
+        "orders": {0: (ErrorCode.NONE, None)}
+    }
+    assert store.list_reassignments(ops, None) == {}
+    back = store.snapshot().topic(acme, "orders")
+    assert back is not None
+    assert (back.partitions[0].replicas, back.partitions[0].leader) == ((old,), old)

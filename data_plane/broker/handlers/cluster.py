@@ -1,4 +1,5 @@
-"""The cluster: DescribeCluster, DescribeLogDirs, and the operators' ElectLeaders."""
+"""The cluster: DescribeCluster, DescribeLogDirs, and the operators' ElectLeaders,
+AlterPartitionReassignments and ListPartitionReassignments."""
 
 from __future__ import annotations
 
@@ -19,10 +20,16 @@ from data_plane.broker.handlers.context import (
 )
 from data_plane.log.manager import TopicPartition
 from data_plane.protocol import bodies
+from data_plane.protocol.messages import (
+    alter_partition_reassignments as alter_reassignments_api,
+)
 from data_plane.protocol.messages import describe_cluster as describe_cluster_api
 from data_plane.protocol.messages import describe_log_dirs
 from data_plane.protocol.messages import describe_log_dirs as describe_log_dirs_api
 from data_plane.protocol.messages import elect_leaders as elect_leaders_api
+from data_plane.protocol.messages import (
+    list_partition_reassignments as list_reassignments_api,
+)
 
 logger = logging.getLogger("millrace.broker")
 
@@ -197,9 +204,88 @@ async def handle_elect_leaders(
     }
 
 
+async def handle_alter_partition_reassignments(
+    ctx: RequestContext, req: bodies.AlterPartitionReassignmentsRequest
+) -> bodies.AlterPartitionReassignmentsResponse:
+    """Start (target replicas) or cancel (null) moving the operator's tenant's partitions
+    (KIP-455, the controller's reassignment). Kafka asks for Alter on the cluster: only an
+    operator principal holds it; a tenant's key gets CLUSTER_AUTHORIZATION_FAILED."""
+    if not ctx.principal.operator:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": OPERATORS_ONLY,
+            "responses": [],
+        }
+    wanted: dict[str, dict[int, list[int] | None]] = {}
+    for t in req["topics"]:
+        by_index = wanted.setdefault(t["name"], {})
+        for p in t["partitions"]:
+            by_index[p["partition_index"]] = p["replicas"]
+    results = await blocking(ctx.services.admin.alter_reassignments, ctx.principal, wanted)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "error_message": None,
+        "responses": [
+            {
+                "name": name,
+                "partitions": [
+                    {"partition_index": index, "error_code": err, "error_message": text}
+                    for index, (err, text) in by_index.items()
+                ],
+            }
+            for name, by_index in results.items()
+        ],
+    }
+
+
+async def handle_list_partition_reassignments(
+    ctx: RequestContext, req: bodies.ListPartitionReassignmentsRequest
+) -> bodies.ListPartitionReassignmentsResponse:
+    """The reassignments in progress among the operator's tenant's partitions (all when
+    ``topics`` is null); as Kafka, partitions not being moved and unknown ones are left
+    out. Operators only: a tenant's key gets CLUSTER_AUTHORIZATION_FAILED."""
+    if not ctx.principal.operator:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": OPERATORS_ONLY,
+            "topics": [],
+        }
+    asked: dict[str, list[int]] | None = None
+    if req["topics"] is not None:
+        asked = {}
+        for t in req["topics"]:
+            asked.setdefault(t["name"], []).extend(t["partition_indexes"])
+    found = await blocking(ctx.services.admin.list_reassignments, ctx.principal, asked)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "error_message": None,
+        "topics": [
+            {
+                "name": name,
+                "partitions": [
+                    {
+                        "partition_index": index,
+                        "replicas": list(replicas),
+                        "adding_replicas": list(adding),
+                        "removing_replicas": list(removing),
+                    }
+                    for index, (replicas, adding, removing) in sorted(by_index.items())
+                ],
+            }
+            for name, by_index in sorted(found.items())
+        ],
+    }
+
+
 # The APIs this module serves, by their message definitions' keys.
 HANDLERS: dict[int, Handler] = {
     describe_cluster_api.KEY: handle_describe_cluster,
     describe_log_dirs_api.KEY: handle_describe_log_dirs,
     elect_leaders_api.KEY: handle_elect_leaders,
+    alter_reassignments_api.KEY: handle_alter_partition_reassignments,
+    list_reassignments_api.KEY: handle_list_partition_reassignments,
 }

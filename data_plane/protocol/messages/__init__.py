@@ -11,6 +11,7 @@ from types import ModuleType
 
 from data_plane.protocol.messages import (
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     create_acls,
     create_partitions,
@@ -34,6 +35,7 @@ from data_plane.protocol.messages import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -104,6 +106,8 @@ _MODULES = (
     describe_groups,
     delete_groups,
     elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
     offset_delete,
     offset_for_leader_epoch,
 )
