@@ -15,6 +15,7 @@ from control_plane.audit.models import AuditEvent
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Broker, BrokerState, Partition
 from control_plane.controller import services as controller
+from control_plane.core.actor import Actor
 from data_plane.protocol.errors import ErrorCode as E
 from tests.conftest import SYSTEM, session_client
 
@@ -103,6 +104,34 @@ def test_unclean_election_only_where_the_topic_allows_it_and_audited(tenant_a):
     assert state(t) == (2, 1, [2], 1)
     event = AuditEvent.objects.get(action="partition.unclean_election")
     assert event.before == {"leader": 1, "isr": [1]} and event.after == {"leader": 2, "isr": [2]}
+
+
+def test_a_requested_unclean_election_ignores_the_topic_config_and_audits_the_operator(
+    tenant_a, operator
+):
+    brokers(1, 2, 3)
+    t = topic(tenant_a)  # unclean.leader.election.enable: false
+    set_row(t, replicas=[1, 2, 3], leader=1, isr=[1])
+    kill(1)
+    controller.controller_tick()
+    assert state(t) == (None, 1, [1], 1)  # the controller alone keeps it offline
+    row = Partition.objects.select_related("topic__tenant").get(topic=t, index=0)
+    actor = Actor(user=operator)
+    assert controller.elect_requested(row, unclean=False, actor=actor) == (
+        E.PREFERRED_LEADER_NOT_AVAILABLE
+    )
+    assert controller.elect_requested(row, unclean=True, actor=actor) == E.NONE
+    assert state(t) == (2, 2, [2], 2)
+    event = AuditEvent.objects.get(action="partition.unclean_election")
+    assert event.actor == operator.get_username()
+    assert event.before == {"leader": None, "isr": [1]} and event.after == {"leader": 2, "isr": [2]}
+    row.refresh_from_db()
+    assert controller.elect_requested(row, unclean=True, actor=actor) == E.ELECTION_NOT_NEEDED
+    Broker.objects.filter(id__in=[2, 3]).update(state=BrokerState.SHUTTING_DOWN)
+    row.refresh_from_db()
+    assert controller.elect_requested(row, unclean=True, actor=actor) == (
+        E.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    )
 
 
 def test_preferred_leader_election(tenant_a):

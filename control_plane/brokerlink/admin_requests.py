@@ -1,8 +1,9 @@
 """Kafka admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-CreateAcls, DeleteAcls, DeleteGroups) through the same service functions as the REST API:
-validation, tenant limits, audit events and the change log, with the API key (or the
-operator) as the actor. ``validate_only`` runs the service and rolls back, so a refused or
-validate-only request leaves nothing behind.
+CreateAcls, DeleteAcls, DeleteGroups, ElectLeaders, AlterPartitionReassignments,
+ListPartitionReassignments) through the same service functions as the REST API and the
+controller: validation, tenant limits, audit events and the change log, with the API key
+(or the operator) as the actor. ``validate_only`` runs the service and rolls back, so a
+refused or validate-only request leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from control_plane.access.models import Acl, ApiKey
 from control_plane.audit.services import record_event
 from control_plane.brokerlink.credentials import operator_of
 from control_plane.catalog import services as catalog_services
-from control_plane.catalog.models import Topic
+from control_plane.catalog.models import Partition, Topic
+from control_plane.controller import reassign
+from control_plane.controller.services import elect_requested
 from control_plane.core.actor import Actor
 from control_plane.core.errors import (
     AlreadyExists,
@@ -151,6 +154,98 @@ class DjangoAdmin:
             ),
             validate_only,
         )
+
+    def elect_leaders(
+        self, principal: Principal, unclean: bool, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[str, dict[int, tuple[int, str | None]]]:
+        close_old_connections()
+        actor = self._actor(principal)
+        rows = Partition.objects.filter(topic__tenant_id=principal.tenant_id).select_related(
+            "topic__tenant"
+        )
+        if partitions is not None:
+            rows = rows.filter(topic__name__in=list(partitions))
+        found = {(row.topic.name, row.index): row for row in rows}
+        wanted: Mapping[str, Sequence[int]]
+        if partitions is None:
+            every: dict[str, list[int]] = {}
+            for name, index in sorted(found):
+                every.setdefault(name, []).append(index)
+            wanted = every
+        else:
+            wanted = partitions
+        out: dict[str, dict[int, tuple[int, str | None]]] = {}
+        for name, indexes in wanted.items():
+            results = out.setdefault(name, {})
+            for index in indexes:
+                row = found.get((name, index))
+                if row is None:
+                    results[index] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                    continue
+                results[index] = (elect_requested(row, unclean=unclean, actor=actor), None)
+        return out
+
+    def alter_reassignments(
+        self,
+        principal: Principal,
+        requests: Mapping[str, Mapping[int, Sequence[int] | None]],
+    ) -> dict[str, dict[int, tuple[int, str | None]]]:
+        close_old_connections()
+        actor = self._actor(principal)
+        rows = Partition.objects.filter(
+            topic__tenant_id=principal.tenant_id, topic__name__in=list(requests)
+        ).select_related("topic__tenant")
+        found = {(row.topic.name, row.index): row for row in rows}
+        out: dict[str, dict[int, tuple[int, str | None]]] = {}
+        for name, wanted in requests.items():
+            results = out.setdefault(name, {})
+            for index, target in wanted.items():
+                row = found.get((name, index))
+                if row is None:
+                    results[index] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                    continue
+                results[index] = self._reassign(row, target, actor)
+        return out
+
+    @staticmethod
+    def _reassign(
+        row: Partition, target: Sequence[int] | None, actor: Actor
+    ) -> tuple[int, str | None]:
+        try:
+            if target is None:
+                if not reassign.is_reassigning(row):
+                    return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"{row} is not being reassigned"
+                reassign.cancel(row, actor)
+            else:
+                reassign.reassign(row, list(target), actor)
+        except InvalidInput as exc:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, exc.message
+        except Conflict as exc:
+            return ErrorCode.REASSIGNMENT_IN_PROGRESS, exc.message
+        return ErrorCode.NONE, None
+
+    def list_reassignments(
+        self, principal: Principal, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[str, dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]]:
+        close_old_connections()
+        rows = (
+            Partition.objects.filter(topic__tenant_id=principal.tenant_id)
+            .exclude(adding_replicas=[], removing_replicas=[])
+            .select_related("topic")
+            .order_by("topic__name", "index")
+        )
+        if partitions is not None:
+            rows = rows.filter(topic__name__in=list(partitions))
+        out: dict[str, dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = {}
+        for row in rows:
+            if partitions is not None and row.index not in partitions[row.topic.name]:
+                continue
+            out.setdefault(row.topic.name, {})[row.index] = (
+                tuple(row.replicas),
+                tuple(row.adding_replicas),
+                tuple(row.removing_replicas),
+            )
+        return out
 
     def audit(
         self,

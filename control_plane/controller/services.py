@@ -37,6 +37,7 @@ from control_plane.catalog.models import Broker, BrokerState, Partition
 from control_plane.core.actor import Actor
 from control_plane.core.liveness import lock_holders
 from control_plane.core.notify import notify_metadata_changed
+from data_plane.metadata.election import requested_election
 from data_plane.protocol.errors import ErrorCode
 from data_plane.topic_config import TOPIC_CONFIGS
 
@@ -200,9 +201,9 @@ def elect_leaders(partitions: list[Partition] | None = None, *, attempts: int = 
     return changes
 
 
-def _audit_unclean(partition: Partition, leader: int | None) -> None:
+def _audit_unclean(partition: Partition, leader: int | None, actor: Actor = SYSTEM) -> None:
     record_event(
-        SYSTEM,
+        actor,
         tenant=partition.topic.tenant,
         action="partition.unclean_election",
         object_type="partition",
@@ -299,6 +300,35 @@ def preferred_leader_election() -> list[Change]:
             if change is not None:
                 changes.append(change)
     return changes
+
+
+def elect_requested(
+    partition: Partition, *, unclean: bool, actor: Actor, attempts: int = 5
+) -> ErrorCode:
+    """Kafka's ElectLeaders for one partition, asked for by ``actor`` (an operator): the
+    rules are :func:`data_plane.metadata.election.requested_election`'s. An unclean
+    election does not wait for ``unclean.leader.election.enable`` (KIP-460: the operator
+    asked for it), and is audited as the controller's own."""
+    live = live_broker_ids()
+    current: Partition | None = partition
+    for _ in range(attempts):
+        if current is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        decided = requested_election(
+            list(current.replicas), list(current.isr), current.leader, live, unclean
+        )
+        if decided.error_code != ErrorCode.NONE:
+            return decided.error_code
+        reason = "unclean election (requested)" if decided.unclean else "election requested"
+        with transaction.atomic():
+            change = _cas(current, leader=decided.leader, isr=list(decided.isr), reason=reason)
+            if change is not None and decided.unclean:
+                _audit_unclean(current, decided.leader, actor)
+        if change is not None:
+            return ErrorCode.NONE
+        # Another controller changed the row first: decide again from what it did.
+        current = Partition.objects.select_related("topic__tenant").filter(pk=current.pk).first()
+    return ErrorCode.REQUEST_TIMED_OUT
 
 
 def controller_tick() -> list[Change]:

@@ -37,6 +37,7 @@ from data_plane import internal_auth
 from data_plane.acl import WILDCARD_HOST, WILDCARD_PRINCIPAL, AclBinding, InvalidAclBinding
 from data_plane.broker.ports import AdminError, ScramCredentials
 from data_plane.groups.model import GroupRecord, GroupState, OffsetRecord
+from data_plane.metadata.election import requested_election
 from data_plane.metadata.model import (
     BrokerInfo,
     KeyExpiry,
@@ -75,6 +76,10 @@ class _Partition:
     leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455): replicas are the target, then the leaving ones.
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
+    original: list[int] = field(default_factory=list)
 
     def info(self) -> PartitionInfo:
         return PartitionInfo(
@@ -610,8 +615,25 @@ class MemoryStore:
             if any(b not in live and b not in p.isr for b in ordered):
                 return (ErrorCode.INELIGIBLE_REPLICA, *now)
             self._set(p, leader, ordered)
+            self._complete_reassignment(p, live)
             self._record(TOPIC, topic.tenant_id, topic.topic_id)
-            return ErrorCode.NONE, p.leader_epoch, p.partition_epoch, tuple(ordered)
+            return ErrorCode.NONE, p.leader_epoch, p.partition_epoch, tuple(p.isr)
+
+    def _complete_reassignment(self, p: _Partition, live: set[int]) -> None:
+        """As the controller's tick: once every target replica is in the ISR, the target
+        becomes the replica set (leadership moves if the leader is leaving)."""
+        if not (p.adding or p.removing):
+            return
+        target = [b for b in p.replicas if b not in p.removing]
+        if not all(b in p.isr for b in target):
+            return
+        leader = p.leader if p.leader in target and p.leader in live else None
+        if leader is None:
+            leader = next((b for b in target if b in live), None)
+            if leader is None:
+                return
+        p.replicas, p.adding, p.removing, p.original = target, [], [], []
+        self._set(p, leader, [b for b in target if b in p.isr])
 
     def _slots(self) -> list[BrokerSlot]:
         return [BrokerSlot(b.info.id, b.info.rack) for b in self._live() if not b.decommissioning]
@@ -902,6 +924,150 @@ class MemoryStore:
             self._offsets.pop(key, None)
             self._audit(principal, "group.delete", group_id)
             return True
+
+    def elect_leaders(
+        self, principal: Principal, unclean: bool, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[str, dict[int, tuple[int, str | None]]]:
+        with self._lock:
+            live = {b.info.id for b in self._live()}
+            tenant_topics = {
+                t.name: t for t in self._topics.values() if t.tenant_id == principal.tenant_id
+            }
+            wanted: Mapping[str, Sequence[int]] = (
+                {n: [p.index for p in t.partitions] for n, t in tenant_topics.items()}
+                if partitions is None
+                else partitions
+            )
+            out: dict[str, dict[int, tuple[int, str | None]]] = {}
+            for name, indexes in wanted.items():
+                results = out.setdefault(name, {})
+                topic = tenant_topics.get(name)
+                changed = False
+                for index in indexes:
+                    if topic is None or not 0 <= index < len(topic.partitions):
+                        results[index] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                        continue
+                    p = topic.partitions[index]
+                    decided = requested_election(p.replicas, p.isr, p.leader, live, unclean)
+                    results[index] = (decided.error_code, None)
+                    if decided.error_code != ErrorCode.NONE:
+                        continue
+                    if decided.unclean:
+                        self._audit(
+                            principal,
+                            "partition.unclean_election",
+                            f"{name}-{index}",
+                            before={"leader": p.leader, "isr": list(p.isr)},
+                            after={"leader": decided.leader, "isr": list(decided.isr)},
+                        )
+                    self._set(p, decided.leader, list(decided.isr))
+                    changed = True
+                if changed and topic is not None:
+                    self._record(TOPIC, topic.tenant_id, topic.topic_id)
+            return out
+
+    def alter_reassignments(
+        self,
+        principal: Principal,
+        requests: Mapping[str, Mapping[int, Sequence[int] | None]],
+    ) -> dict[str, dict[int, tuple[int, str | None]]]:
+        with self._lock:
+            out: dict[str, dict[int, tuple[int, str | None]]] = {}
+            for name, wanted in requests.items():
+                results = out.setdefault(name, {})
+                topic = next(
+                    (
+                        t
+                        for t in self._topics.values()
+                        if t.tenant_id == principal.tenant_id and t.name == name
+                    ),
+                    None,
+                )
+                changed = False
+                for index, target in wanted.items():
+                    if topic is None or not 0 <= index < len(topic.partitions):
+                        results[index] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                        continue
+                    p = topic.partitions[index]
+                    refused = self._reassign(principal, topic, p, target)
+                    results[index] = refused or (ErrorCode.NONE, None)
+                    changed = changed or refused is None
+                if changed and topic is not None:
+                    self._record(TOPIC, topic.tenant_id, topic.topic_id)
+            return out
+
+    def _reassign(
+        self, principal: Principal, topic: _Topic, p: _Partition, target: Sequence[int] | None
+    ) -> tuple[int, str | None] | None:
+        """Start or cancel one partition's reassignment; the refusal, or None."""
+        what = f"{topic.name}-{p.index}"
+        if target is None:
+            if not (p.adding or p.removing):
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"{what} is not being reassigned"
+            original = p.original
+            isr = [b for b in original if b in p.isr] or original[:1]
+            leader = p.leader
+            if leader not in original:
+                live = {b.info.id for b in self._live()}
+                leader = next((b for b in original if b in isr and b in live), None)
+                if leader is None:
+                    return ErrorCode.REASSIGNMENT_IN_PROGRESS, (
+                        f"{what}: no original replica is live and in sync to lead again"
+                    )
+            before = [b for b in p.replicas if b not in p.removing]
+            p.replicas, p.adding, p.removing, p.original = list(original), [], [], []
+            self._set(p, leader, isr)
+            self._audit(principal, "partition.reassignment_cancelled", what, before=before)
+            return None
+        wanted = list(target)
+        eligible = {b.info.id for b in self._live() if not b.decommissioning}
+        current = [b for b in p.replicas if b not in p.removing]
+        if not wanted or len(set(wanted)) != len(wanted):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "replicas must be distinct broker ids"
+        if len(wanted) != topic.replication_factor:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                f"the topic's replication factor is {topic.replication_factor}: "
+                f"give {topic.replication_factor} broker(s), not {len(wanted)}"
+            )
+        for b in wanted:
+            if b not in eligible and b not in p.replicas:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"broker {b} is not live or is being decommissioned"
+                )
+        if wanted == list(p.replicas):
+            return None
+        if p.adding or p.removing:
+            return ErrorCode.REASSIGNMENT_IN_PROGRESS, (
+                f"{what} is already being reassigned; cancel it first"
+            )
+        adding = [b for b in wanted if b not in current]
+        removing = [b for b in current if b not in wanted]
+        p.original = current if adding or removing else []
+        p.replicas, p.adding, p.removing = [*wanted, *removing], adding, removing
+        p.partition_epoch += 1
+        self._audit(principal, "partition.reassignment_started", what, before=current)
+        return None
+
+    def list_reassignments(
+        self, principal: Principal, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[str, dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]]:
+        with self._lock:
+            out: dict[str, dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]]
+            out = {}
+            for topic in self._topics.values():
+                if topic.tenant_id != principal.tenant_id:
+                    continue
+                if partitions is not None and topic.name not in partitions:
+                    continue
+                asked = None if partitions is None else set(partitions[topic.name])
+                for p in topic.partitions:
+                    if (p.adding or p.removing) and (asked is None or p.index in asked):
+                        out.setdefault(topic.name, {})[p.index] = (
+                            tuple(p.replicas),
+                            tuple(p.adding),
+                            tuple(p.removing),
+                        )
+            return out
 
     def audit(
         self,

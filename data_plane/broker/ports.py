@@ -186,6 +186,43 @@ class Admin(Protocol):
         """Delete an empty group (audited); False if none; AdminError if it has members."""
         ...
 
+    def elect_leaders(
+        self, principal: Principal, unclean: bool, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[str, dict[int, tuple[int, str | None]]]:
+        """Kafka's ElectLeaders for an operator, over the tenant's topics ``partitions``
+        (topic name -> indexes; None: every partition of the tenant): for each, the error
+        code and message. Preferred: the first replica takes over if it is live and in the
+        ISR (NONE), already leads (ELECTION_NOT_NEEDED) or cannot (PREFERRED_LEADER_NOT_
+        AVAILABLE). Unclean (KIP-460), whatever ``unclean.leader.election.enable`` says: a
+        partition with a live leader needs none (ELECTION_NOT_NEEDED); else the first live
+        in-sync replica, else the first live replica (audited: records may be lost), else
+        ELIGIBLE_LEADERS_NOT_AVAILABLE. Unknown topics and partitions:
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        ...
+
+    def alter_reassignments(
+        self,
+        principal: Principal,
+        requests: Mapping[str, Mapping[int, Sequence[int] | None]],
+    ) -> dict[str, dict[int, tuple[int, str | None]]]:
+        """Kafka's AlterPartitionReassignments for an operator, over the tenant's topics
+        (name -> partition index -> target replicas, None to cancel): for each, the error
+        code and message. A target starts moving the partition (KIP-455: the new replicas
+        copy the log, then the controller switches; audited); the same replicas change
+        nothing. Refusals: UNKNOWN_TOPIC_OR_PARTITION; INVALID_REPLICA_ASSIGNMENT (empty,
+        repeated, a broker neither live nor already a replica, or another replication
+        factor); REASSIGNMENT_IN_PROGRESS (one is running: cancel it first);
+        NO_REASSIGNMENT_IN_PROGRESS (a cancel with none running)."""
+        ...
+
+    def list_reassignments(
+        self, principal: Principal, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[str, dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]]:
+        """The reassignments in progress among the tenant's ``partitions`` (None: all):
+        topic -> index -> (replicas, adding, removing). Unknown topics and partitions, and
+        those not being reassigned, are left out."""
+        ...
+
     def audit(
         self,
         principal: Principal,

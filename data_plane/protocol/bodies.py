@@ -1243,6 +1243,44 @@ class DeleteGroupsResponse(TypedDict, total=False):
     results: list[DeleteGroupsResponseResults]
 
 
+class ElectLeadersRequestTopicPartitions(TypedDict):
+    """An element of ``ElectLeadersRequest.topic_partitions``."""
+
+    topic: str
+    partitions: list[int]
+
+
+class ElectLeadersRequest(TypedDict):
+    """ElectLeaders request (API key 43), v0-2."""
+
+    election_type: NotRequired[int]  # v1+
+    topic_partitions: list[ElectLeadersRequestTopicPartitions] | None
+    timeout_ms: int
+
+
+class ElectLeadersResponsePartitionResult(TypedDict, total=False):
+    """An element of ``ElectLeadersResponseReplicaElectionResults.partition_result``."""
+
+    partition_id: int
+    error_code: int
+    error_message: str | None
+
+
+class ElectLeadersResponseReplicaElectionResults(TypedDict, total=False):
+    """An element of ``ElectLeadersResponse.replica_election_results``."""
+
+    topic: str
+    partition_result: list[ElectLeadersResponsePartitionResult]
+
+
+class ElectLeadersResponse(TypedDict, total=False):
+    """ElectLeaders response (API key 43), v0-2."""
+
+    throttle_time_ms: int
+    error_code: int  # v1+
+    replica_election_results: list[ElectLeadersResponseReplicaElectionResults]
+
+
 class IncrementalAlterConfigsRequestConfigs(TypedDict):
     """An element of ``IncrementalAlterConfigsRequestResources.configs``."""
 
@@ -1280,6 +1318,90 @@ class IncrementalAlterConfigsResponse(TypedDict, total=False):
 
     throttle_time_ms: int
     responses: list[IncrementalAlterConfigsResponseResponses]
+
+
+class AlterPartitionReassignmentsRequestPartitions(TypedDict):
+    """An element of ``AlterPartitionReassignmentsRequestTopics.partitions``."""
+
+    partition_index: int
+    replicas: list[int] | None
+
+
+class AlterPartitionReassignmentsRequestTopics(TypedDict):
+    """An element of ``AlterPartitionReassignmentsRequest.topics``."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsRequestPartitions]
+
+
+class AlterPartitionReassignmentsRequest(TypedDict):
+    """AlterPartitionReassignments request (API key 45), v0-0."""
+
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequestTopics]
+
+
+class AlterPartitionReassignmentsResponsePartitions(TypedDict, total=False):
+    """An element of ``AlterPartitionReassignmentsResponseResponses.partitions``."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+class AlterPartitionReassignmentsResponseResponses(TypedDict, total=False):
+    """An element of ``AlterPartitionReassignmentsResponse.responses``."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsResponsePartitions]
+
+
+class AlterPartitionReassignmentsResponse(TypedDict, total=False):
+    """AlterPartitionReassignments response (API key 45), v0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponseResponses]
+
+
+class ListPartitionReassignmentsRequestTopics(TypedDict):
+    """An element of ``ListPartitionReassignmentsRequest.topics``."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class ListPartitionReassignmentsRequest(TypedDict):
+    """ListPartitionReassignments request (API key 46), v0-0."""
+
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequestTopics] | None
+
+
+class ListPartitionReassignmentsResponsePartitions(TypedDict, total=False):
+    """An element of ``ListPartitionReassignmentsResponseTopics.partitions``."""
+
+    partition_index: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+class ListPartitionReassignmentsResponseTopics(TypedDict, total=False):
+    """An element of ``ListPartitionReassignmentsResponse.topics``."""
+
+    name: str
+    partitions: list[ListPartitionReassignmentsResponsePartitions]
+
+
+class ListPartitionReassignmentsResponse(TypedDict, total=False):
+    """ListPartitionReassignments response (API key 46), v0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponseTopics]
 
 
 class OffsetDeleteRequestPartitions(TypedDict):

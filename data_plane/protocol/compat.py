@@ -71,7 +71,8 @@ FOOTER = """
   names partitions 0..n-1 once each, no broker twice in a partition, the same number of
   replicas everywhere, and only live brokers that are not being decommissioned
   (`INVALID_REPLICA_ASSIGNMENT` (39) with the reason otherwise). Operators also move
-  replicas with the REST reassignment API (`/api/v1/cluster/reassignments/`).
+  replicas with the REST reassignment API (`/api/v1/cluster/reassignments/`) or
+  AlterPartitionReassignments (below).
 - **DeleteRecords**: offset -1 means "up to the high watermark"; any other negative offset
   answers `OFFSET_OUT_OF_RANGE` (1).
 - **Fetch** v13+ names topics by id. An id that is unknown, of a deleted topic (a
@@ -119,6 +120,22 @@ FOOTER = """
   topic is checked for a valid name, then Read (`TOPIC_AUTHORIZATION_FAILED`), then
   existence in the tenant (`UNKNOWN_TOPIC_OR_PARTITION`), with Kafka's messages; a
   partition this broker does not lead answers `NOT_LEADER_OR_FOLLOWER` (6).
+- **ElectLeaders** is for operators (their principal acts in one tenant, over its topics;
+  null `topic_partitions` is every partition of that tenant): a tenant's key is answered
+  `CLUSTER_AUTHORIZATION_FAILED` (31), top-level from v1 and for every partition asked.
+  As Kafka's controller: preferred (type 0) answers `ELECTION_NOT_NEEDED` (84) where the
+  first replica leads, `PREFERRED_LEADER_NOT_AVAILABLE` (80) where it is not live and in
+  sync; unclean (type 1) elects only where no live replica leads, an in-sync one first,
+  else any live one whatever `unclean.leader.election.enable` says (KIP-460; audited),
+  else `ELIGIBLE_LEADERS_NOT_AVAILABLE` (83).
+- **AlterPartitionReassignments** and **ListPartitionReassignments** (KIP-455) are for
+  operators too (a tenant's key: `CLUSTER_AUTHORIZATION_FAILED` (31), top-level), over the
+  tenant's topics, and start, cancel (null replicas) and list the controller's
+  reassignments (the new replicas copy the log; the controller switches once they are in
+  sync). Unlike Kafka, the target must keep the topic's replication factor, name live
+  brokers (or current replicas), and a partition already moving must be cancelled before
+  it gets another target: `INVALID_REPLICA_ASSIGNMENT` (39) and `REASSIGNMENT_IN_PROGRESS`
+  (60) otherwise; cancelling where nothing moves is `NO_REASSIGNMENT_IN_PROGRESS` (85).
 - **DeleteTopics** v6 by topic id: an id that is unknown, of a deleted topic or of another
   tenant's topic answers `UNKNOWN_TOPIC_ID` (100) with a null name, as Kafka does; an entry
   with neither name nor id is `INVALID_REQUEST` (42).

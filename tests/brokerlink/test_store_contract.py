@@ -533,3 +533,163 @@ def test_committing_offsets_creates_an_empty_group(world: World) -> None:
     group = store.load_group(acme, "fresh")
     assert group is not None and group.state == GroupState.EMPTY and group.members == ()
     assert [o.offset for o in store.fetch_offsets(acme, "fresh")] == [1]
+
+
+# --- ElectLeaders -----------------------------------------------------------------------------
+
+
+def operator(world: World, tenant_id: int) -> Principal:
+    slug = world.store.snapshot().tenants[tenant_id].slug
+    return Principal(tenant_id, slug, "User:__millrace-operator", None, operator=True)
+
+
+def test_preferred_election_gives_leadership_back_to_the_first_replica(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    brokers(store, 1, 2)
+    store.create_topic(world.principal(acme), "orders", 2, 2, {}, False)
+    ops = operator(world, acme)
+    assert store.elect_leaders(ops, False, {"orders": [0, 1]}) == {
+        "orders": {
+            0: (ErrorCode.ELECTION_NOT_NEEDED, None),
+            1: (ErrorCode.ELECTION_NOT_NEEDED, None),
+        }
+    }
+    topic = store.snapshot().topic(acme, "orders")
+    assert topic is not None
+    p = topic.partitions[0]
+    preferred, other = p.replicas
+    # The preferred replica stops; the other takes over; the preferred one comes back but
+    # is not in sync yet: it cannot lead.
+    store.controlled_shutdown(preferred)
+    brokers(store, preferred)
+    moved = store.snapshot().topic(acme, "orders")
+    assert moved is not None
+    p = moved.partitions[0]
+    assert (p.leader, p.isr) == (other, (other,))
+    code = store.elect_leaders(ops, False, {"orders": [0]})["orders"][0][0]
+    assert code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    # Back in sync (the leader says so): the preferred election moves leadership back.
+    tid = str(moved.topic_id)
+    done = store.alter_partition(tid, 0, other, p.leader_epoch, p.partition_epoch, [1, 2])
+    assert done[0] == ErrorCode.NONE
+    mark = store.metadata_version()
+    got = store.elect_leaders(ops, False, None)
+    assert got["orders"][0] == (ErrorCode.NONE, None)
+    after = store.snapshot().topic(acme, "orders")
+    assert after is not None
+    assert after.partitions[0].leader == preferred
+    assert after.partitions[0].leader_epoch == p.leader_epoch + 1
+    assert store.metadata_version() > mark
+    # Unknown topics and partitions, and another tenant's topic, are unknown.
+    globex = world.tenant("globex")
+    store.create_topic(world.principal(globex), "theirs", 1, 1, {}, False)
+    unknown = store.elect_leaders(ops, False, {"orders": [7], "nope": [0], "theirs": [0]})
+    assert {t: r for t, by in unknown.items() for r in by.values()} == {
+        t: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None) for t in ("orders", "nope", "theirs")
+    }
+
+
+def test_unclean_election_takes_a_live_out_of_sync_replica_only_without_a_leader(
+    world: World,
+) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    brokers(store, 1, 2)
+    # unclean.leader.election.enable is false: an operator's request elects all the same.
+    store.create_topic(world.principal(acme), "orders", 1, 2, {}, False)
+    ops = operator(world, acme)
+    assert store.elect_leaders(ops, True, {"orders": [0]})["orders"][0][0] == (
+        ErrorCode.ELECTION_NOT_NEEDED
+    )
+    topic = store.snapshot().topic(acme, "orders")
+    assert topic is not None
+    p = topic.partitions[0]
+    assert p.leader is not None
+    leader = p.leader
+    (other,) = [b for b in p.replicas if b != leader]
+    tid = str(topic.topic_id)
+    assert store.alter_partition(tid, 0, leader, p.leader_epoch, p.partition_epoch, [leader])[
+        0
+    ] == (ErrorCode.NONE)
+    store.deregister_broker(leader)  # the only in-sync replica is gone
+    # Preferred: the first replica is either the gone leader or out of sync.
+    assert store.elect_leaders(ops, False, {"orders": [0]})["orders"][0][0] == (
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    )
+    assert store.elect_leaders(ops, True, {"orders": [0]})["orders"][0] == (ErrorCode.NONE, None)
+    after = store.snapshot().topic(acme, "orders")
+    assert after is not None
+    assert (after.partitions[0].leader, after.partitions[0].isr) == (other, (other,))
+    # Now nothing is live: no replica is eligible.
+    store.deregister_broker(other)
+    store.deregister_broker(leader)
+    # (the leader is not live: an election is needed, but no replica can take it)
+    assert store.elect_leaders(ops, True, {"orders": [0]})["orders"][0][0] == (
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    )
+
+
+# --- Partition reassignments ------------------------------------------------------------------
+
+
+def test_reassignments_start_list_and_cancel(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme")
+    brokers(store, 1, 2, 3)
+    store.create_topic(world.principal(acme), "orders", 2, 1, {}, False)
+    ops = operator(world, acme)
+    topic = store.snapshot().topic(acme, "orders")
+    assert topic is not None
+    (old,) = topic.partitions[0].replicas
+    new = next(b for b in (1, 2, 3) if b != old)
+    (p1,) = topic.partitions[1].replicas
+    assert store.list_reassignments(ops, None) == {}
+
+    mark = store.metadata_version()
+    assert store.alter_reassignments(ops, {"orders": {0: [new]}}) == {
+        "orders": {0: (ErrorCode.NONE, None)}
+    }
+    assert store.metadata_version() > mark
+    moving = store.snapshot().topic(acme, "orders")
+    assert moving is not None
+    assert moving.partitions[0].replicas == (new, old)  # the new replica starts following
+    assert moving.partitions[0].leader == old
+    listed = {"orders": {0: ((new, old), (new,), (old,))}}
+    assert store.list_reassignments(ops, None) == listed
+    assert store.list_reassignments(ops, {"orders": [0, 1], "nope": [0]}) == listed
+    assert store.list_reassignments(ops, {"orders": [1]}) == {}
+    # Another tenant's operator sees none of it.
+    globex = world.tenant("globex")
+    assert store.list_reassignments(operator(world, globex), None) == {}
+
+    answers = store.alter_reassignments(
+        ops,
+        {
+            "orders": {0: [old], 1: [9], 5: [1]},
+            "nope": {0: [1]},
+        },
+    )
+    codes = {(t, i): code for t, by in answers.items() for i, (code, _) in by.items()}
+    assert codes == {
+        ("orders", 0): ErrorCode.REASSIGNMENT_IN_PROGRESS,
+        ("orders", 1): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ("orders", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    for target in ([1, 2], [], [p1, p1]):
+        code = store.alter_reassignments(ops, {"orders": {1: target}})["orders"][1][0]
+        assert code == ErrorCode.INVALID_REPLICA_ASSIGNMENT, target
+    assert store.alter_reassignments(ops, {"orders": {1: None}})["orders"][1][0] == (
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    )
+    assert store.alter_reassignments(ops, {"orders": {1: [p1]}})["orders"][1][0] == ErrorCode.NONE
+
+    # Cancelling puts the partition back where it was.
+    assert store.alter_reassignments(ops, {"orders": {0: None}}) == {
+        "orders": {0: (ErrorCode.NONE, None)}
+    }
+    assert store.list_reassignments(ops, None) == {}
+    back = store.snapshot().topic(acme, "orders")
+    assert back is not None
+    assert (back.partitions[0].replicas, back.partitions[0].leader) == ((old,), old)

@@ -1,4 +1,5 @@
-"""The cluster: DescribeCluster, DescribeLogDirs."""
+"""The cluster: DescribeCluster, DescribeLogDirs, and the operators' ElectLeaders,
+AlterPartitionReassignments and ListPartitionReassignments."""
 
 from __future__ import annotations
 
@@ -15,12 +16,20 @@ from data_plane.broker.handlers.context import (
     RequestContext,
     T,
     authorized_operations,
+    blocking,
 )
 from data_plane.log.manager import TopicPartition
 from data_plane.protocol import bodies
+from data_plane.protocol.messages import (
+    alter_partition_reassignments as alter_reassignments_api,
+)
 from data_plane.protocol.messages import describe_cluster as describe_cluster_api
 from data_plane.protocol.messages import describe_log_dirs
 from data_plane.protocol.messages import describe_log_dirs as describe_log_dirs_api
+from data_plane.protocol.messages import elect_leaders as elect_leaders_api
+from data_plane.protocol.messages import (
+    list_partition_reassignments as list_reassignments_api,
+)
 
 logger = logging.getLogger("millrace.broker")
 
@@ -132,8 +141,151 @@ async def handle_describe_log_dirs(
     }
 
 
+OPERATORS_ONLY = "only an operator principal (manage.py operator_credentials) may do this"
+
+
+async def handle_elect_leaders(
+    ctx: RequestContext, req: bodies.ElectLeadersRequest
+) -> bodies.ElectLeadersResponse:
+    """Elect the preferred replica (or, v1+ ``election_type`` 1, any live one where a
+    partition has no leader) of the operator's tenant's partitions; all of them when
+    ``topic_partitions`` is null, answering then only for those that needed an election
+    (as Kafka). Kafka asks for Alter on the cluster: here only an operator principal holds
+    it, and a tenant's key gets CLUSTER_AUTHORIZATION_FAILED (v0 has only per-partition
+    codes)."""
+    requested = req["topic_partitions"]
+    election_type = req["election_type"] if ctx.version >= 1 else elect_leaders_api.PREFERRED
+    code, message = E.NONE, None
+    if not ctx.principal.operator:
+        code, message = E.CLUSTER_AUTHORIZATION_FAILED, OPERATORS_ONLY
+    elif election_type not in (elect_leaders_api.PREFERRED, elect_leaders_api.UNCLEAN):
+        code, message = E.INVALID_REQUEST, f"unknown election type {election_type}"
+    if code != E.NONE:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": code,
+            "replica_election_results": [
+                {
+                    "topic": t["topic"],
+                    "partition_result": [
+                        {"partition_id": i, "error_code": code, "error_message": message}
+                        for i in t["partitions"]
+                    ],
+                }
+                for t in requested or []
+            ],
+        }
+    wanted: dict[str, list[int]] | None = None
+    if requested is not None:
+        wanted = {}
+        for t in requested:
+            wanted.setdefault(t["topic"], []).extend(t["partitions"])
+    results = await blocking(
+        ctx.services.admin.elect_leaders,
+        ctx.principal,
+        election_type == elect_leaders_api.UNCLEAN,
+        wanted,
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "replica_election_results": [
+            {
+                "topic": name,
+                "partition_result": [
+                    {"partition_id": index, "error_code": err, "error_message": text}
+                    for index, (err, text) in sorted(by_index.items())
+                    # Asked for everything: only the partitions that needed an election.
+                    if requested is not None or err != E.ELECTION_NOT_NEEDED
+                ],
+            }
+            for name, by_index in results.items()
+        ],
+    }
+
+
+async def handle_alter_partition_reassignments(
+    ctx: RequestContext, req: bodies.AlterPartitionReassignmentsRequest
+) -> bodies.AlterPartitionReassignmentsResponse:
+    """Start (target replicas) or cancel (null) moving the operator's tenant's partitions
+    (KIP-455, the controller's reassignment). Kafka asks for Alter on the cluster: only an
+    operator principal holds it; a tenant's key gets CLUSTER_AUTHORIZATION_FAILED."""
+    if not ctx.principal.operator:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": OPERATORS_ONLY,
+            "responses": [],
+        }
+    wanted: dict[str, dict[int, list[int] | None]] = {}
+    for t in req["topics"]:
+        by_index = wanted.setdefault(t["name"], {})
+        for p in t["partitions"]:
+            by_index[p["partition_index"]] = p["replicas"]
+    results = await blocking(ctx.services.admin.alter_reassignments, ctx.principal, wanted)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "error_message": None,
+        "responses": [
+            {
+                "name": name,
+                "partitions": [
+                    {"partition_index": index, "error_code": err, "error_message": text}
+                    for index, (err, text) in by_index.items()
+                ],
+            }
+            for name, by_index in results.items()
+        ],
+    }
+
+
+async def handle_list_partition_reassignments(
+    ctx: RequestContext, req: bodies.ListPartitionReassignmentsRequest
+) -> bodies.ListPartitionReassignmentsResponse:
+    """The reassignments in progress among the operator's tenant's partitions (all when
+    ``topics`` is null); as Kafka, partitions not being moved and unknown ones are left
+    out. Operators only: a tenant's key gets CLUSTER_AUTHORIZATION_FAILED."""
+    if not ctx.principal.operator:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": OPERATORS_ONLY,
+            "topics": [],
+        }
+    asked: dict[str, list[int]] | None = None
+    if req["topics"] is not None:
+        asked = {}
+        for t in req["topics"]:
+            asked.setdefault(t["name"], []).extend(t["partition_indexes"])
+    found = await blocking(ctx.services.admin.list_reassignments, ctx.principal, asked)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": E.NONE,
+        "error_message": None,
+        "topics": [
+            {
+                "name": name,
+                "partitions": [
+                    {
+                        "partition_index": index,
+                        "replicas": list(replicas),
+                        "adding_replicas": list(adding),
+                        "removing_replicas": list(removing),
+                    }
+                    for index, (replicas, adding, removing) in sorted(by_index.items())
+                ],
+            }
+            for name, by_index in sorted(found.items())
+        ],
+    }
+
+
 # The APIs this module serves, by their message definitions' keys.
 HANDLERS: dict[int, Handler] = {
     describe_cluster_api.KEY: handle_describe_cluster,
     describe_log_dirs_api.KEY: handle_describe_log_dirs,
+    elect_leaders_api.KEY: handle_elect_leaders,
+    alter_reassignments_api.KEY: handle_alter_partition_reassignments,
+    list_reassignments_api.KEY: handle_list_partition_reassignments,
 }

@@ -11,6 +11,7 @@ from types import ModuleType
 
 from data_plane.protocol.messages import (
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     create_acls,
     create_partitions,
@@ -26,6 +27,7 @@ from data_plane.protocol.messages import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -35,6 +37,7 @@ from data_plane.protocol.messages import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -104,6 +107,9 @@ _MODULES = (
     list_groups,
     describe_groups,
     delete_groups,
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
     offset_delete,
     offset_for_leader_epoch,
     describe_topic_partitions,
