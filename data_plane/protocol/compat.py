@@ -144,20 +144,110 @@ FOOTER = """
   Millrace version", which is fatal to a transactional producer, so `init_transactions()`
   fails at once instead of after its timeout. Idempotent producers are served.
 
-## Clients tested against every build
+## Clients tested
 
-The broker suite (`tests/broker`) runs these against real broker processes on loopback:
+Real clients against real broker processes on loopback; every claim below is a test in
+`tests/` (files under `tests/broker/` unless a folder is given). Versions as installed in
+the test environment, checked on 2026-11-26.
 
-| Client | Tested with | Notes |
-| --- | --- | --- |
-| confluent-kafka (librdkafka) | 2.16 | SCRAM-SHA-256/512, PLAIN; all codecs |
-| kafka-python | 3.0 | SCRAM-SHA-256/512, PLAIN; all codecs |
-| aiokafka | 0.14 | SCRAM-SHA-256/512, PLAIN; all codecs |
-| kcat (Debian) | 1.7.1 on librdkafka 2.0.2 | SCRAM-SHA-256/512, PLAIN; all codecs |
+| Client | Version | Scenarios | Tests |
+| --- | --- | --- | --- |
+"""
 
-librdkafka before 2.6.1 sends a SCRAM client-final nonce with its own nonce prepended
-once more. The broker accepts exactly that form, as Kafka 3.x did (Kafka 4 refuses it);
-the proof still covers the message as sent.
+
+# The clients the suite drives against real brokers: (client, version, scenarios, tests).
+# Versions are literal (checked on the date the section gives), so the doc is the same
+# on every machine; update them with the test environment.
+CLIENTS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "confluent-kafka (Python)",
+        "2.16.1 on librdkafka 2.16.0",
+        (
+            "produce with every codec (none, gzip, snappy, lz4, zstd), idempotent, "
+            "acks=all and acks=1; consume by assign; groups with range, roundrobin and "
+            "cooperative-sticky: rebalance on join/leave/kill, at-least-once across "
+            "rebalances, commits that survive a broker restart; admin: create/delete "
+            "topics, create partitions, describe/alter/incremental-alter configs, offsets"
+            " by time, describe groups and cluster, elect leaders, operator replica "
+            "placement; SCRAM-SHA-256/512, wrong secrets refused; SASL_SSL with a "
+            "self-signed CA; kill -9 failover, chaos (kill -9, pause, restart, network "
+            "cuts); `init_transactions()` fails at once"
+        ),
+        (
+            "test_clients.py, test_lifecycle.py, test_groups.py, "
+            "test_groups_at_least_once.py, test_admin_offsets.py, "
+            "test_client_suite_findings.py, test_fetch_topic_ids.py, "
+            "test_elect_leaders.py, test_operator_principal.py, test_operations.py, "
+            "test_replication.py, test_bench_replication.py, test_chaos.py"
+        ),
+    ),
+    (
+        "kafka-python",
+        "3.0.12",
+        (
+            "produce with every codec, idempotent (its default); consume by assign; a "
+            "group subscribes and commits; admin: describe/alter configs, offsets by "
+            "time, DescribeTopicPartitions, DescribeProducers, "
+            "Alter/ListPartitionReassignments, DescribeLogDirs, operator replica "
+            "placement (a tenant's refused); SCRAM-SHA-256, PLAIN; kill -9 failover"
+        ),
+        (
+            "test_clients.py, test_groups.py, test_admin_offsets.py, "
+            "test_admin_describe.py, test_partition_reassignments.py, "
+            "test_describe_log_dirs.py, test_operator_principal.py, "
+            "test_bench_replication.py"
+        ),
+    ),
+    (
+        "aiokafka",
+        "0.14.0",
+        (
+            "produce with every codec; consume by assign; a group subscribes and commits;"
+            " admin: describe/alter configs, offsets by time; SCRAM-SHA-256/512; kill -9 "
+            "failover"
+        ),
+        ("test_clients.py, test_groups.py, test_admin_offsets.py, test_bench_replication.py"),
+    ),
+    (
+        "kcat (Debian)",
+        "1.7.1 on librdkafka 2.0.2",
+        (
+            "produce (`-P`) and consume (`-C`) with every codec; offsets (`-Q`), by time "
+            "too; PLAIN, SCRAM-SHA-256/512; SASL_SSL with a self-signed CA"
+        ),
+        "test_clients.py, test_admin_offsets.py, test_operations.py",
+    ),
+    (
+        "Spark, `millrace` data source",
+        "pyspark 4.3.0 (on the internal client)",
+        (
+            "batch read (subscribe, offsets and timestamps bound a read), checkpointed "
+            "streaming read that restarts where it stopped, batch and streaming writes "
+            "(keys, headers, partitions), a wrong secret, a missing ACL or another "
+            "tenant's topic fails clearly; refused writes say why"
+        ),
+        "tests/spark/test_batch.py, test_stream.py, test_write.py, test_example.py",
+    ),
+    (
+        "Millrace internal client (`data_plane.client`)",
+        "this tree (millrace 0.1.0)",
+        (
+            "list offsets (earliest, latest, by time), DescribeLogDirs; the internal "
+            "principal (SCRAM-SHA-512) reads only and needs the secret"
+        ),
+        "test_internal_client.py, test_describe_log_dirs.py",
+    ),
+)
+
+CLIENT_NOTES = """
+librdkafka 2.16 fetches at Fetch v16 (see Fetch above). The KIP-848 consumer group protocol
+(`group.protocol=consumer`) is not served yet: ConsumerGroupHeartbeat is not advertised,
+so every group above uses the classic protocol. Older client versions whose request
+versions Kafka 4 dropped are covered in a later step.
+
+librdkafka before 2.6.1 (kcat's 2.0.2 among them) sends a SCRAM client-final nonce with
+its own nonce prepended once more. The broker accepts exactly that form, as Kafka 3.x did
+(Kafka 4 refuses it); the proof still covers the message as sent.
 """
 
 
@@ -169,7 +259,8 @@ def render() -> str:
         rows.append(
             f"| {api.name} | {api.key} | {api.min_version}-{api.max_version} | {flexible} |"
         )
-    return HEADER + "\n".join(rows) + "\n" + FOOTER
+    clients = [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in CLIENTS]
+    return HEADER + "\n".join(rows) + "\n" + FOOTER + "\n".join(clients) + "\n" + CLIENT_NOTES
 
 
 def main(argv: list[str] | None = None) -> int:
