@@ -122,7 +122,9 @@ async def handle_produce(
     leaders: set[int] = set()
     if appends:
         appended = await svc.replicas.append_records(appends, acks, req["timeout_ms"])
-        for entry, (topic, index, records), result in zip(entries, appends, appended, strict=True):
+        for entry, (topic, partition, records), result in zip(
+            entries, appends, appended, strict=True
+        ):
             info = result.info
             entry["error_code"] = result.error
             entry["error_message"] = result.message
@@ -132,7 +134,7 @@ async def handle_produce(
                 for index, message in result.record_errors
             ]
             if ctx.version >= 10:  # KIP-951: where a moved partition's leader is now
-                leader = current_leader(topic, index, result.error, leaders)
+                leader = current_leader(topic, partition, result.error, leaders)
                 if leader is not None:
                     entry["current_leader"] = leader
             if info is not None:
