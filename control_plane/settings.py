@@ -362,6 +362,16 @@ MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS = envint(
     "MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS", 3_000, minimum=0
 )
 MILLRACE_GROUP_MAX_SIZE = envint("MILLRACE_GROUP_MAX_SIZE", 1_000, minimum=1)
+# The rebalance protocols brokers serve (group.coordinator.rebalance.protocols): "classic",
+# and "consumer" for KIP-848 groups (ConsumerGroupHeartbeat), with the heartbeat interval
+# and session timeout the coordinator gives their members (group.consumer.*).
+MILLRACE_GROUP_PROTOCOLS = envlist("MILLRACE_GROUP_PROTOCOLS", ["classic"])
+MILLRACE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS = envint(
+    "MILLRACE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", 5_000, minimum=100
+)
+MILLRACE_GROUP_CONSUMER_SESSION_TIMEOUT_MS = envint(
+    "MILLRACE_GROUP_CONSUMER_SESSION_TIMEOUT_MS", 45_000, minimum=1_000
+)
 # Replication (Kafka's replica.lag.time.max.ms and replica.fetch.wait.max.ms).
 MILLRACE_REPLICA_LAG_TIME_MAX_MS = envint("MILLRACE_REPLICA_LAG_TIME_MAX_MS", 30_000, minimum=100)
 MILLRACE_REPLICA_FETCH_WAIT_MS = envint("MILLRACE_REPLICA_FETCH_WAIT_MS", 500, minimum=10)

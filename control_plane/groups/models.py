@@ -20,20 +20,37 @@ class GroupState(models.TextChoices):
     EMPTY = "Empty", "Empty"
     PREPARING_REBALANCE = "PreparingRebalance", "Preparing rebalance"
     COMPLETING_REBALANCE = "CompletingRebalance", "Completing rebalance"
+    ASSIGNING = "Assigning", "Assigning"
+    RECONCILING = "Reconciling", "Reconciling"
     STABLE = "Stable", "Stable"
     DEAD = "Dead", "Dead"
+
+
+class GroupType(models.TextChoices):
+    CLASSIC = "classic", "Classic"
+    CONSUMER = "consumer", "Consumer (KIP-848)"
 
 
 class ConsumerGroup(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="consumer_groups")
     group_id = models.CharField(max_length=255)
+    # The rebalance protocol: classic (JoinGroup/SyncGroup), or consumer (KIP-848), whose
+    # ``generation`` is the group epoch and ``protocol`` the server-side assignor.
+    group_type = models.CharField(
+        max_length=16, choices=GroupType.choices, default=GroupType.CLASSIC
+    )
     state = models.CharField(max_length=24, choices=GroupState.choices, default=GroupState.EMPTY)
     generation = models.IntegerField(default=0)
+    assignment_epoch = models.IntegerField(default=0)  # consumer groups
     protocol_type = models.CharField(max_length=255, blank=True, default="")
     protocol = models.CharField(max_length=255, blank=True, default="")
     leader = models.CharField(max_length=512, blank=True, default="")
-    # [{member_id, instance_id, client_id, host, session_timeout_ms, rebalance_timeout_ms,
-    #   metadata (base64), assignment (base64)}]
+    # classic: [{member_id, instance_id, client_id, host, session_timeout_ms,
+    #   rebalance_timeout_ms, metadata (base64), assignment (base64)}]
+    # consumer: [{member_id, instance_id, rack_id, client_id, host, rebalance_timeout_ms,
+    #   subscribed_topic_names, subscribed_topic_regex, server_assignor, member_epoch,
+    #   previous_member_epoch, state, assigned, revoking, target ([[topic id, [p...]]...]),
+    #   resolved ([[name, topic id, partitions]...])}]
     members = models.JSONField(default=list, blank=True)
     state_changed_at = models.DateTimeField(default=timezone.now)
     created_at = models.DateTimeField(auto_now_add=True)

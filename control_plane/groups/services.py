@@ -17,10 +17,17 @@ from control_plane.audit.services import record_event
 from control_plane.catalog.models import Topic
 from control_plane.core.actor import Actor
 from control_plane.core.errors import Conflict, InvalidInput, NotFound
-from control_plane.groups.models import CommittedOffset, ConsumerGroup
+from control_plane.groups.models import CommittedOffset, ConsumerGroup, GroupType
 from control_plane.tenancy.models import Tenant
-from data_plane.groups.model import GroupRecord, MemberRecord, OffsetRecord
+from data_plane.groups.model import (
+    ConsumerMemberRecord,
+    GroupRecord,
+    MemberRecord,
+    OffsetRecord,
+    TopicPartitions,
+)
 from data_plane.groups.model import GroupState as WireState
+from data_plane.groups.model import GroupType as WireType
 
 
 def _ms(dt: datetime) -> int:
@@ -38,7 +45,68 @@ def _b64(data: bytes) -> str:
 # --- the coordinator's persistence ---------------------------------------------------------
 
 
+def _parts(value: Any) -> TopicPartitions:
+    return tuple((str(t), tuple(int(p) for p in ps)) for t, ps in value or [])
+
+
+def _consumer_member(m: dict[str, Any]) -> ConsumerMemberRecord:
+    return ConsumerMemberRecord(
+        member_id=m["member_id"],
+        instance_id=m.get("instance_id"),
+        rack_id=m.get("rack_id"),
+        client_id=m.get("client_id", ""),
+        host=m.get("host", ""),
+        rebalance_timeout_ms=int(m.get("rebalance_timeout_ms", 300_000)),
+        subscribed_topic_names=tuple(m.get("subscribed_topic_names", ())),
+        subscribed_topic_regex=m.get("subscribed_topic_regex"),
+        server_assignor=m.get("server_assignor"),
+        member_epoch=int(m.get("member_epoch", 0)),
+        previous_member_epoch=int(m.get("previous_member_epoch", 0)),
+        state=m.get("state", "stable"),
+        assigned=_parts(m.get("assigned")),
+        revoking=_parts(m.get("revoking")),
+        target=_parts(m.get("target")),
+        resolved=tuple((str(n), str(t), int(c)) for n, t, c in m.get("resolved", ())),
+    )
+
+
+def _consumer_member_json(m: ConsumerMemberRecord) -> dict[str, Any]:
+    return {
+        "member_id": m.member_id,
+        "instance_id": m.instance_id,
+        "rack_id": m.rack_id,
+        "client_id": m.client_id,
+        "host": m.host,
+        "rebalance_timeout_ms": m.rebalance_timeout_ms,
+        "subscribed_topic_names": list(m.subscribed_topic_names),
+        "subscribed_topic_regex": m.subscribed_topic_regex,
+        "server_assignor": m.server_assignor,
+        "member_epoch": m.member_epoch,
+        "previous_member_epoch": m.previous_member_epoch,
+        "state": m.state,
+        "assigned": [[t, list(ps)] for t, ps in m.assigned],
+        "revoking": [[t, list(ps)] for t, ps in m.revoking],
+        "target": [[t, list(ps)] for t, ps in m.target],
+        "resolved": [list(r) for r in m.resolved],
+    }
+
+
 def group_record(group: ConsumerGroup) -> GroupRecord:
+    if group.group_type == GroupType.CONSUMER:
+        return GroupRecord(
+            tenant_id=group.tenant_id,
+            group_id=group.group_id,
+            state=WireState(group.state),
+            generation=group.generation,
+            protocol_type="consumer",
+            protocol_name=group.protocol or None,
+            leader=None,
+            members=(),
+            state_since_ms=_ms(group.state_changed_at),
+            group_type=WireType.CONSUMER,
+            assignment_epoch=group.assignment_epoch,
+            consumer_members=tuple(_consumer_member(m) for m in group.members),
+        )
     return GroupRecord(
         tenant_id=group.tenant_id,
         group_id=group.group_id,
@@ -70,25 +138,32 @@ def load_group(tenant_id: int, group_id: str) -> GroupRecord | None:
 
 
 def store_group(record: GroupRecord) -> None:
-    members = [
-        {
-            "member_id": m.member_id,
-            "instance_id": m.instance_id,
-            "client_id": m.client_id,
-            "host": m.host,
-            "session_timeout_ms": m.session_timeout_ms,
-            "rebalance_timeout_ms": m.rebalance_timeout_ms,
-            "metadata": _b64(m.metadata),
-            "assignment": _b64(m.assignment),
-        }
-        for m in record.members
-    ]
+    consumer = record.group_type == WireType.CONSUMER
+    members = (
+        [_consumer_member_json(m) for m in record.consumer_members]
+        if consumer
+        else [
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "host": m.host,
+                "session_timeout_ms": m.session_timeout_ms,
+                "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "metadata": _b64(m.metadata),
+                "assignment": _b64(m.assignment),
+            }
+            for m in record.members
+        ]
+    )
     ConsumerGroup.objects.update_or_create(
         tenant_id=record.tenant_id,
         group_id=record.group_id,
         defaults={
+            "group_type": str(record.group_type),
             "state": str(record.state),
             "generation": record.generation,
+            "assignment_epoch": record.assignment_epoch,
             "protocol_type": record.protocol_type or "",
             "protocol": record.protocol_name or "",
             "leader": record.leader or "",

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data_plane.groups.consumer_group import ConsumerConfig
 from data_plane.groups.coordinator import CoordinatorConfig
 from data_plane.replication.manager import ReplicationConfig
 
@@ -31,6 +32,9 @@ class BrokerConfig:
     maintenance_seconds: float = 30.0
     extra_log_settings: dict[str, Any] = field(default_factory=dict)
     groups: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    # Kafka's group.coordinator.rebalance.protocols: "consumer" serves KIP-848 groups.
+    group_protocols: frozenset[str] = frozenset({"classic"})
+    consumer_groups: ConsumerConfig = field(default_factory=ConsumerConfig)
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_ms: int = 500
     # What this broker proves to the others when it fetches from them (internal_auth).
@@ -70,3 +74,18 @@ class BrokerConfig:
             replica_fetch_wait_ms=self.replica_fetch_wait_ms,
             internal_password=self.internal_password,
         )
+
+
+PROTOCOLS = ("classic", "consumer")
+
+
+def group_protocols(names: list[str]) -> frozenset[str]:
+    """The rebalance protocols named in a setting; "classic" is always served."""
+    chosen = {n.strip().lower() for n in names if n.strip()}
+    unknown = chosen - set(PROTOCOLS)
+    if unknown:
+        raise ValueError(
+            f"unknown group protocol(s) {', '.join(sorted(unknown))}: "
+            f"choose from {', '.join(PROTOCOLS)}"
+        )
+    return frozenset(chosen | {"classic"})

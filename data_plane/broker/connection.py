@@ -29,7 +29,13 @@ from data_plane.metadata.model import Principal
 from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
 from data_plane.protocol.framing import FrameReader
-from data_plane.protocol.messages import api_versions, sasl_authenticate, sasl_handshake
+from data_plane.protocol.messages import (
+    api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
+    sasl_authenticate,
+    sasl_handshake,
+)
 from data_plane.protocol.requests import (
     Request,
     Unsupported,
@@ -45,6 +51,8 @@ R = TypeVar("R")
 PRE_AUTH_MAX_BYTES = 512 * 1024
 # ApiVersions, SaslHandshake, SaslAuthenticate
 PRE_AUTH_APIS = frozenset({api_versions.KEY, sasl_handshake.KEY, sasl_authenticate.KEY})
+# ConsumerGroupHeartbeat, ConsumerGroupDescribe: advertised only with the consumer protocol.
+CONSUMER_PROTOCOL_APIS = frozenset({consumer_group_heartbeat.KEY, consumer_group_describe.KEY})
 
 
 class ConnectionHost(Protocol):
@@ -300,11 +308,20 @@ class Connection:
                 "max_version": v["max_version"],
             }
             for v in supported_api_versions()
+            if v["api_key"] not in self._unserved_apis()
         ]
         # v4 (KAFKA-17011) only lets supported_features carry a min_version of 0 (below v4
         # Kafka sends such a feature with min_version 1); Millrace advertises no features
         # (no finalized ones either), so every version gets the same answer.
         return {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
+
+    def _unserved_apis(self) -> frozenset[int]:
+        """APIs this broker knows but does not serve as configured: KIP-848's unless the
+        consumer protocol is on (clients that see ConsumerGroupHeartbeat may switch to it
+        by themselves)."""
+        if not self.broker.services.consumer_protocol:
+            return CONSUMER_PROTOCOL_APIS
+        return frozenset()
 
     def _sasl_handshake(self, request: Request) -> bodies.SaslHandshakeResponse:
         mechanism = request.body_as(bodies.SaslHandshakeRequest)["mechanism"]

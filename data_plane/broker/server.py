@@ -47,6 +47,7 @@ from data_plane.broker.metadata_cache import MetadataCache, Refresh
 from data_plane.broker.metrics import BrokerMetrics, BrokerState, HealthServer
 from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
+from data_plane.groups.consumer_group import ConsumerGroupCoordinator
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.log.config import LogConfig
 from data_plane.log.manager import LogManager
@@ -94,6 +95,8 @@ class Broker:
         self._producer_lock = asyncio.Lock()
         self.port = config.port
         self.groups = GroupCoordinator(store, self.call_store, config.groups)
+        # KIP-848 groups share the classic coordinator's table, store and clock.
+        self.consumer_groups = ConsumerGroupCoordinator(self.groups, config.consumer_groups)
         self.metrics = BrokerMetrics()
         self.replicas = ReplicaManager(
             config.replication(),
@@ -112,8 +115,10 @@ class Broker:
             admin=store,
             replicas=self.replicas,
             groups=self.groups,
+            consumer_groups=self.consumer_groups,
             quotas=self.quotas,
             metrics=self.metrics,
+            consumer_protocol="consumer" in config.group_protocols,
         )
         self.metrics.info.labels(str(config.broker_id)).set(1)
         self.metrics.watch(self.gauge_state)
@@ -364,7 +369,9 @@ class Broker:
         if self._health is not None:
             self._health.stop()
         self.groups.close()
+        self.consumer_groups.close()
         await self.groups.flush()
+        await self.consumer_groups.flush()
         await asyncio.to_thread(self.replicas.stop)
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self.replicas.write_checkpoint)

@@ -38,7 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from data_plane.groups.clock import Clock, LoopClock, TimerHandle
-from data_plane.groups.model import GroupRecord, GroupState, MemberRecord, OffsetRecord
+from data_plane.groups.model import (
+    GroupRecord,
+    GroupState,
+    GroupType,
+    MemberRecord,
+    OffsetRecord,
+)
 from data_plane.protocol.errors import ErrorCode
 
 logger = logging.getLogger("millrace.groups")
@@ -193,28 +199,58 @@ class GroupCoordinator:
         self.config = config
         self.clock: Clock = clock if clock is not None else LoopClock()  # all timing
         self.groups: dict[tuple[int, str], Group] = {}
+        # Consumer-protocol groups (KIP-848), kept by data_plane.groups.consumer_group: one
+        # group id names one group, of either type, so both tables are loaded together.
+        self.consumer_groups: dict[tuple[int, str], Any] = {}
+        self.restore_consumer: Callable[[GroupRecord], Any] | None = None
         self._loading: dict[tuple[int, str], asyncio.Lock] = {}
 
     # --- loading ------------------------------------------------------------------------
 
-    async def group(self, tenant_id: int, group_id: str, *, create: bool) -> Group | None:
+    async def load(self, tenant_id: int, group_id: str) -> Any:
+        """The group of either type in memory, else as stored (None: no such group)."""
         key = (tenant_id, group_id)
-        found = self.groups.get(key)
+        found = self.groups.get(key) or self.consumer_groups.get(key)
         if found is not None:
             return found
         lock = self._loading.setdefault(key, asyncio.Lock())
         async with lock:
-            found = self.groups.get(key)
+            found = self.groups.get(key) or self.consumer_groups.get(key)
             if found is None:
                 record = await self.call(self.store.load_group, tenant_id, group_id)
-                if record is not None:
+                if record is not None and record.group_type == GroupType.CONSUMER:
+                    if self.restore_consumer is None:
+                        raise GroupError(
+                            E.COORDINATOR_NOT_AVAILABLE, "consumer groups are not served here"
+                        )
+                    found = self.restore_consumer(record)
+                    self.consumer_groups[key] = found
+                elif record is not None:
                     found = self._restore(record)
-                elif create:
-                    found = Group(tenant_id, group_id, state_since_ms=self.clock.wall_ms())
-                if found is not None:
                     self.groups[key] = found
         self._loading.pop(key, None)
         return found
+
+    async def group(self, tenant_id: int, group_id: str, *, create: bool) -> Group | None:
+        """The classic group; a consumer-protocol group is none of its business (None), or,
+        when ``create`` and it is empty, becomes a classic group."""
+        found = await self.load(tenant_id, group_id)
+        if isinstance(found, Group):
+            return found
+        if not create:
+            return None
+        key = (tenant_id, group_id)
+        if found is not None:
+            if found.members:
+                raise GroupError(
+                    E.INCONSISTENT_GROUP_PROTOCOL,
+                    f"group {group_id} is a consumer-protocol group with members",
+                )
+            logger.info("group %s: empty consumer group becomes a classic group", group_id)
+            del self.consumer_groups[key]
+        group = Group(tenant_id, group_id, state_since_ms=self.clock.wall_ms())
+        self.groups[key] = group
+        return group
 
     def _restore(self, r: GroupRecord) -> Group:
         group = Group(
@@ -832,6 +868,19 @@ class GroupCoordinator:
         if offsets:
             await self.call(self.store.commit_offsets, tenant_id, group_id, offsets)
 
+    def check_fetch(self, group: Group | None, member_id: str, generation: int) -> None:
+        """OffsetFetch v9+ naming a member of a classic group: it must be one, of this
+        generation (what Kafka checks; a group unknown here has nothing to check)."""
+        if group is None:
+            return
+        if member_id not in group.members:
+            raise GroupError(E.UNKNOWN_MEMBER_ID, f"member {member_id} is not in the group")
+        if generation != group.generation:
+            raise GroupError(
+                E.ILLEGAL_GENERATION,
+                f"generation {generation} is not the group's {group.generation}",
+            )
+
     async def fetch_offsets(self, tenant_id: int, group_id: str) -> list[OffsetRecord]:
         return list(await self.call(self.store.fetch_offsets, tenant_id, group_id))
 
@@ -845,18 +894,30 @@ class GroupCoordinator:
     async def describe(self, tenant_id: int, group_id: str) -> Group | None:
         return await self.group(tenant_id, group_id, create=False)
 
-    async def list_groups(self, tenant_id: int) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of every group of the tenant."""
+    async def list_groups(self, tenant_id: int) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of every group of the tenant."""
         stored = await self.call(self.store.list_groups, tenant_id)
-        out = {r.group_id: (r.group_id, r.protocol_type or "", str(r.state)) for r in stored}
+        out = {
+            r.group_id: (r.group_id, r.protocol_type or "", str(r.state), str(r.group_type))
+            for r in stored
+        }
         for (tid, gid), g in self.groups.items():
             if tid == tenant_id and g.state != S.DEAD:
-                out[gid] = (gid, g.protocol_type or "", str(g.state))
+                out[gid] = (gid, g.protocol_type or "", str(g.state), str(GroupType.CLASSIC))
+        for (tid, gid), c in self.consumer_groups.items():
+            if tid == tenant_id:
+                out[gid] = (gid, "consumer", str(c.state), str(GroupType.CONSUMER))
         return sorted(out.values())
 
     async def begin_delete(self, tenant_id: int, group_id: str) -> Group | None:
         """Mark an empty group Dead before the store deletes it; refuse a non-empty one."""
-        group = await self.group(tenant_id, group_id, create=False)
+        found = await self.load(tenant_id, group_id)
+        if found is not None and not isinstance(found, Group):
+            if found.members:
+                raise GroupError(E.NON_EMPTY_GROUP, "the group has active members")
+            self.consumer_groups.pop((tenant_id, group_id), None)
+            return None
+        group = found
         if group is None:
             return None
         if group.members or group.state not in (S.EMPTY, S.DEAD):

@@ -336,7 +336,7 @@ class OffsetCommitRequestTopics(TypedDict):
 
 
 class OffsetCommitRequest(TypedDict):
-    """OffsetCommit request (API key 8), v2-8."""
+    """OffsetCommit request (API key 8), v2-9."""
 
     group_id: str
     generation_id_or_member_epoch: int
@@ -361,7 +361,7 @@ class OffsetCommitResponseTopics(TypedDict, total=False):
 
 
 class OffsetCommitResponse(TypedDict, total=False):
-    """OffsetCommit response (API key 8), v2-8."""
+    """OffsetCommit response (API key 8), v2-9."""
 
     throttle_time_ms: int  # v3+
     topics: list[OffsetCommitResponseTopics]
@@ -385,11 +385,13 @@ class OffsetFetchRequestGroups(TypedDict):
     """An element of ``OffsetFetchRequest.groups``."""
 
     group_id: str
+    member_id: NotRequired[str | None]  # v9+
+    member_epoch: NotRequired[int]  # v9+
     topics: list[OffsetFetchRequestGroupsTopics] | None
 
 
 class OffsetFetchRequest(TypedDict):
-    """OffsetFetch request (API key 9), v1-8."""
+    """OffsetFetch request (API key 9), v1-9."""
 
     group_id: NotRequired[str]  # v1-7
     topics: NotRequired[list[OffsetFetchRequestTopics] | None]  # v1-7
@@ -440,7 +442,7 @@ class OffsetFetchResponseGroups(TypedDict, total=False):
 
 
 class OffsetFetchResponse(TypedDict, total=False):
-    """OffsetFetch response (API key 9), v1-8."""
+    """OffsetFetch response (API key 9), v1-9."""
 
     throttle_time_ms: int  # v3+
     topics: list[OffsetFetchResponseTopics]  # v1-7
@@ -1522,6 +1524,129 @@ class DescribeProducersResponse(TypedDict, total=False):
 
     throttle_time_ms: int
     topics: list[DescribeProducersResponseTopics]
+
+
+class ConsumerGroupHeartbeatRequestTopicPartitions(TypedDict):
+    """An element of ``ConsumerGroupHeartbeatRequest.topic_partitions``."""
+
+    topic_id: uuid.UUID
+    partitions: list[int]
+
+
+class ConsumerGroupHeartbeatRequest(TypedDict):
+    """ConsumerGroupHeartbeat request (API key 68), v0-1."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: NotRequired[str | None]  # v1+
+    server_assignor: str | None
+    topic_partitions: list[ConsumerGroupHeartbeatRequestTopicPartitions] | None
+
+
+class ConsumerGroupHeartbeatResponseTopicPartitions(TypedDict, total=False):
+    """An element of ``ConsumerGroupHeartbeatResponseAssignment.topic_partitions``."""
+
+    topic_id: uuid.UUID
+    partitions: list[int]
+
+
+class ConsumerGroupHeartbeatResponseAssignment(TypedDict, total=False):
+    """``ConsumerGroupHeartbeatResponse.assignment``."""
+
+    topic_partitions: list[ConsumerGroupHeartbeatResponseTopicPartitions]
+
+
+class ConsumerGroupHeartbeatResponse(TypedDict, total=False):
+    """ConsumerGroupHeartbeat response (API key 68), v0-1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ConsumerGroupHeartbeatResponseAssignment | None
+
+
+class ConsumerGroupDescribeRequest(TypedDict):
+    """ConsumerGroupDescribe request (API key 69), v0-1."""
+
+    group_ids: list[str]
+    include_authorized_operations: bool
+
+
+class ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions(TypedDict, total=False):
+    """An element of ``ConsumerGroupDescribeResponseAssignment.topic_partitions``."""
+
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: list[int]
+
+
+class ConsumerGroupDescribeResponseAssignment(TypedDict, total=False):
+    """``ConsumerGroupDescribeResponseMembers.assignment``."""
+
+    topic_partitions: list[ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions]
+
+
+class ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions(
+    TypedDict, total=False
+):
+    """An element of ``ConsumerGroupDescribeResponseTargetAssignment.topic_partitions``."""
+
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: list[int]
+
+
+class ConsumerGroupDescribeResponseTargetAssignment(TypedDict, total=False):
+    """``ConsumerGroupDescribeResponseMembers.target_assignment``."""
+
+    topic_partitions: list[
+        ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions
+    ]
+
+
+class ConsumerGroupDescribeResponseMembers(TypedDict, total=False):
+    """An element of ``ConsumerGroupDescribeResponseGroups.members``."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    assignment: ConsumerGroupDescribeResponseAssignment
+    target_assignment: ConsumerGroupDescribeResponseTargetAssignment
+    member_type: int  # v1+, default -1
+
+
+class ConsumerGroupDescribeResponseGroups(TypedDict, total=False):
+    """An element of ``ConsumerGroupDescribeResponse.groups``."""
+
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: list[ConsumerGroupDescribeResponseMembers]
+    authorized_operations: int  # default -2147483648
+
+
+class ConsumerGroupDescribeResponse(TypedDict, total=False):
+    """ConsumerGroupDescribe response (API key 69), v0-1."""
+
+    throttle_time_ms: int
+    groups: list[ConsumerGroupDescribeResponseGroups]
 
 
 class DescribeTopicPartitionsRequestTopics(TypedDict):

@@ -108,6 +108,24 @@ FOOTER = """
   `GROUP_ID_NOT_FOUND` (69), "Group <id> not found.", still Dead with no members (before
   v6 it is an empty Dead group without an error, as in Kafka); every error a group is
   answered with carries an `error_message` from v6.
+- **Metadata** v10+ topics asked for by id alone (KIP-848 consumers learn their
+  assignments as ids) answer like topics asked for by name, or `UNKNOWN_TOPIC_ID` (100)
+  for an id of no topic of the caller's tenant, and `TOPIC_AUTHORIZATION_FAILED` (29)
+  without a name when the caller may not describe it.
+- **ConsumerGroupHeartbeat** and **ConsumerGroupDescribe** (KIP-848) are served, and
+  advertised by ApiVersions, only by brokers started with `MILLRACE_GROUP_PROTOCOLS=
+  classic,consumer` (Kafka's `group.coordinator.rebalance.protocols`); elsewhere they
+  answer `UNSUPPORTED_VERSION` (35). Server-side assignors `uniform` (the default) and
+  `range`; the heartbeat interval and session timeout are the broker's
+  (`MILLRACE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS`, `..._SESSION_TIMEOUT_MS`). A
+  subscription's regular expression (v1) is Python's `re` in full-match mode (Kafka uses
+  RE2/J; the common syntax is the same) over the tenant's topics the member may describe.
+  A group id is either a classic or a consumer group: a member of the other protocol
+  joining a non-empty group is refused (`INCONSISTENT_GROUP_PROTOCOL` (23) for JoinGroup,
+  `GROUP_ID_NOT_FOUND` (69) for the heartbeat); an empty group changes type.
+- **OffsetCommit** v9 and **OffsetFetch** v9: a consumer-protocol member's commits and
+  fetches are checked against its member epoch (`STALE_MEMBER_EPOCH` (113)), and it must
+  commit with v9 or later (`UNSUPPORTED_VERSION` (35) below, as in Kafka).
 - **DescribeTopicPartitions** (KIP-966) pages through the tenant's topics as Kafka does:
   named topics (none: every topic the caller may describe) from the cursor on, by name,
   at most `response_partition_limit` partitions (capped at 2000); a cursor topic missing

@@ -215,7 +215,10 @@ class _Generator:
         for c in self.classes:
             base = "TypedDict" if c.total else "TypedDict, total=False"
             body = [f'    """{c.doc}"""', *([""] if c.lines else []), *c.lines]
-            parts.append(f"\n\nclass {c.name}({base}):\n" + "\n".join(body) + "\n")
+            head = f"class {c.name}({base}):"
+            if len(head) > 100:  # as ruff format would wrap it
+                head = f"class {c.name}(\n    {base}\n):"
+            parts.append(f"\n\n{head}\n" + "\n".join(body) + "\n")
         return "".join(parts)
 
 

@@ -22,6 +22,7 @@ from data_plane.broker.memory_store import MemoryStore
 from data_plane.broker.metadata_cache import MetadataCache
 from data_plane.broker.metrics import BrokerMetrics
 from data_plane.broker.quotas import ByteRateQuotas
+from data_plane.groups.consumer_group import ConsumerConfig, ConsumerGroupCoordinator
 from data_plane.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from data_plane.log.config import LogConfig
 from data_plane.log.manager import LogManager
@@ -119,6 +120,7 @@ def world(tmp_path: Path):
     async def call(fn: Any, *args: Any) -> Any:
         return fn(*args)
 
+    groups = GroupCoordinator(store, call, CoordinatorConfig())
     services = Services(
         metadata=node,
         cluster=node,
@@ -126,9 +128,11 @@ def world(tmp_path: Path):
         producer_ids=node,
         admin=store,
         replicas=replicas,
-        groups=GroupCoordinator(store, call, CoordinatorConfig()),
+        groups=groups,
+        consumer_groups=ConsumerGroupCoordinator(groups, ConsumerConfig()),
         quotas=ByteRateQuotas(),
         metrics=metrics,
+        consumer_protocol=True,
     )
     acme = store.add_tenant("acme")
     globex = store.add_tenant("globex")
@@ -137,17 +141,19 @@ def world(tmp_path: Path):
     logs.close_all()
 
 
-def principal_of(store: MemoryStore, tenant_id: int, *grants: tuple[Operation, ResourceType]):
-    key_id, _ = store.add_key(tenant_id, "app")
+def principal_of(
+    store: MemoryStore, tenant_id: int, *grants: tuple[Operation, ResourceType], name: str = "app"
+):
+    key_id, _ = store.add_key(tenant_id, name)
     for op, rtype in grants:
-        name = "kafka-cluster" if rtype is ResourceType.CLUSTER else "*"
+        resource = "kafka-cluster" if rtype is ResourceType.CLUSTER else "*"
         store.add_acl(
             tenant_id,
             AclBinding(
-                principal="User:app",
+                principal=f"User:{name}",
                 resource_type=rtype,
                 pattern_type=PatternType.LITERAL,
-                resource_name=name,
+                resource_name=resource,
                 operation=op,
                 permission=Permission.ALLOW,
                 host="*",
@@ -260,6 +266,37 @@ def test_metadata_shows_only_the_callers_tenant_and_only_what_it_may_describe(wo
         services, nobody, metadata.KEY, 12, named | {"allow_auto_topic_creation": False}
     )["topics"]
     assert topic["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_metadata_by_topic_id_stays_inside_the_tenant(world):
+    """KIP-848 consumers learn their assignment as topic ids and ask Metadata by id."""
+    store, node, services, acme, globex = world
+    store.add_topic(acme, "orders", partitions=3)
+    store.add_topic(globex, "orders")
+    viewer = principal_of(store, acme, (Operation.DESCRIBE, ResourceType.TOPIC))
+    nobody = principal_of(store, acme, name="stranger")
+    asyncio.run(node.refresh_metadata())
+    mine = store.snapshot().topic(acme, "orders").topic_id
+    theirs = store.snapshot().topic(globex, "orders").topic_id
+
+    def by_id(principal: Any, version: int, *ids: uuid.UUID) -> list[dict[str, Any]]:
+        body = {
+            "topics": [{"name": None, "topic_id": i} for i in ids],
+            "allow_auto_topic_creation": False,
+        }
+        return call(services, principal, metadata.KEY, version, body)["topics"]
+
+    [found, unknown, other] = by_id(viewer, 12, mine, uuid.uuid4(), theirs)
+    assert (found["error_code"], found["name"], found["topic_id"]) == (E.NONE, "orders", mine)
+    assert len(found["partitions"]) == 3
+    assert (unknown["error_code"], unknown["name"]) == (E.UNKNOWN_TOPIC_ID, None)
+    # Another tenant's id is as unknown as one that never existed.
+    assert (other["error_code"], other["name"]) == (E.UNKNOWN_TOPIC_ID, None)
+    [refused] = by_id(nobody, 12, mine)
+    assert (refused["error_code"], refused["name"]) == (E.TOPIC_AUTHORIZATION_FAILED, None)
+    # v10-11 answer a name that may not be null: empty.
+    [old] = by_id(viewer, 10, uuid.uuid4())
+    assert (old["error_code"], old["name"]) == (E.UNKNOWN_TOPIC_ID, "")
 
 
 def test_create_topics_goes_through_the_store_and_refreshes_the_metadata(world):

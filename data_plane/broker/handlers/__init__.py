@@ -13,6 +13,7 @@ from data_plane.broker.handlers import (
     acls,
     cluster,
     configs,
+    consumer_groups,
     fetch,
     groups,
     metadata,
@@ -25,7 +26,18 @@ from data_plane.broker.handlers.context import Handler
 
 def _dispatch() -> dict[int, Handler]:
     table: dict[int, Handler] = {}
-    for module in (produce, fetch, offsets, metadata, topics, configs, acls, cluster, groups):
+    for module in (
+        produce,
+        fetch,
+        offsets,
+        metadata,
+        topics,
+        configs,
+        acls,
+        cluster,
+        groups,
+        consumer_groups,
+    ):
         for key, handler in module.HANDLERS.items():
             if key in table:
                 raise RuntimeError(f"API key {key} is served twice ({module.__name__})")

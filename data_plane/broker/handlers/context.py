@@ -29,6 +29,7 @@ from data_plane.acl import (
 from data_plane.broker.metrics import BrokerMetrics
 from data_plane.broker.ports import Admin
 from data_plane.broker.quotas import ByteRateQuotas
+from data_plane.groups.consumer_group import ConsumerGroupCoordinator
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
 from data_plane.protocol.errors import ErrorCode
@@ -97,8 +98,11 @@ class Services:
     admin: Admin  # admin changes and audit, through the control plane's services
     replicas: ReplicaManager
     groups: GroupCoordinator
+    consumer_groups: ConsumerGroupCoordinator  # KIP-848 groups
     quotas: ByteRateQuotas
     metrics: BrokerMetrics
+    # Whether members may join with the consumer protocol (ConsumerGroupHeartbeat).
+    consumer_protocol: bool = False
 
 
 async def blocking(fn: Callable[..., R], *args: Any) -> R:
@@ -249,3 +253,23 @@ async def audit(
 # body (``bodies.<Api>Response``; None for a produce with acks=0). The table holds handlers
 # of every API, so the body types meet here as Any: the connection passes ``request.body``.
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+def coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    """NOT_COORDINATOR when another broker owns the group (clients then re-discover)."""
+    owner = ctx.services.cluster.coordinator_for(ctx.principal.tenant_id, group_id)
+    if owner is None:
+        return E.COORDINATOR_NOT_AVAILABLE
+    if owner.id != ctx.services.cluster.broker_id:
+        return E.NOT_COORDINATOR
+    return None
+
+
+def group_check(
+    ctx: RequestContext, group_id: str, op: Operation = Operation.READ
+) -> ErrorCode | None:
+    """The group checks of every group API: the ACL (Read unless told), then whether this
+    broker coordinates the group."""
+    if not ctx.may(op, ResourceType.GROUP, group_id):
+        return E.GROUP_AUTHORIZATION_FAILED
+    return coordinator_error(ctx, group_id)

@@ -20,8 +20,10 @@ from data_plane.broker.handlers.context import (
     audit,
     authorized_operations,
     blocking,
+    group_check,
 )
 from data_plane.broker.ports import AdminError
+from data_plane.groups.consumer_group import ConsumerGroup
 from data_plane.groups.consumer_protocol import ConsumerProtocolError, decode_subscription
 from data_plane.groups.coordinator import GroupError
 from data_plane.groups.model import GroupState, OffsetRecord
@@ -46,16 +48,6 @@ T = ResourceType.TOPIC
 COORDINATOR_KEY_GROUP = 0
 COORDINATOR_KEY_TRANSACTION = 1
 COORDINATOR_KEY_SHARE = 2
-
-
-def _coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
-    """NOT_COORDINATOR when another broker owns the group (clients then re-discover)."""
-    owner = ctx.services.cluster.coordinator_for(ctx.principal.tenant_id, group_id)
-    if owner is None:
-        return E.COORDINATOR_NOT_AVAILABLE
-    if owner.id != ctx.services.cluster.broker_id:
-        return E.NOT_COORDINATOR
-    return None
 
 
 # --- FindCoordinator ----------------------------------------------------------------------
@@ -136,14 +128,6 @@ def _find(
 # --- JoinGroup / SyncGroup / Heartbeat / LeaveGroup ---------------------------------------
 
 
-def _group_check(
-    ctx: RequestContext, group_id: str, op: Operation = Operation.READ
-) -> ErrorCode | None:
-    if not ctx.may(op, G, group_id):
-        return E.GROUP_AUTHORIZATION_FAILED
-    return _coordinator_error(ctx, group_id)
-
-
 async def handle_join_group(
     ctx: RequestContext, req: bodies.JoinGroupRequest
 ) -> bodies.JoinGroupResponse:
@@ -159,7 +143,7 @@ async def handle_join_group(
         "members": [],
     }
     group_id = req["group_id"]
-    error = _group_check(ctx, group_id)
+    error = group_check(ctx, group_id)
     if error is not None:
         return base | {"error_code": error}
     try:
@@ -197,7 +181,7 @@ async def handle_sync_group(
         "protocol_name": None,
         "assignment": b"",
     }
-    error = _group_check(ctx, req["group_id"])
+    error = group_check(ctx, req["group_id"])
     if error is not None:
         return base | {"error_code": error}
     try:
@@ -219,7 +203,7 @@ async def handle_sync_group(
 async def handle_heartbeat(
     ctx: RequestContext, req: bodies.HeartbeatRequest
 ) -> bodies.HeartbeatResponse:
-    error = _group_check(ctx, req["group_id"])
+    error = group_check(ctx, req["group_id"])
     if error is None:
         try:
             await ctx.services.groups.heartbeat(
@@ -242,7 +226,7 @@ async def handle_leave_group(
         leaving = [(m["member_id"], m["group_instance_id"]) for m in req["members"]]
     else:
         leaving = [(req["member_id"], None)]
-    error = _group_check(ctx, req["group_id"])
+    error = group_check(ctx, req["group_id"])
     if error is not None:
         return {"throttle_time_ms": 0, "error_code": error, "members": []}
     codes = await ctx.services.groups.leave(ctx.principal.tenant_id, req["group_id"], leaving)
@@ -276,7 +260,7 @@ async def handle_offset_commit(
     results: dict[tuple[str, int], ErrorCode] = {}
     offsets: list[OffsetRecord] = []
     now = int(time.time() * 1000)
-    group_error = _group_check(ctx, group_id)
+    group_error = group_check(ctx, group_id)
     for t in req["topics"]:
         for p in t["partitions"]:
             key = (t["name"], p["partition_index"])
@@ -298,14 +282,25 @@ async def handle_offset_commit(
             results[key] = error or E.NONE
     if group_error is None:
         try:
-            await ctx.services.groups.commit(
-                ctx.principal.tenant_id,
-                group_id,
-                member_id=req["member_id"],
-                instance_id=req.get("group_instance_id"),
-                generation=req["generation_id_or_member_epoch"],
-                offsets=offsets,
-            )
+            found = await ctx.services.groups.load(ctx.principal.tenant_id, group_id)
+            if isinstance(found, ConsumerGroup):
+                # A KIP-848 group: the member epoch is checked (v9+), not a generation.
+                await ctx.services.consumer_groups.commit(
+                    found,
+                    member_id=req["member_id"],
+                    member_epoch=req["generation_id_or_member_epoch"],
+                    api_version=ctx.version,
+                    offsets=offsets,
+                )
+            else:
+                await ctx.services.groups.commit(
+                    ctx.principal.tenant_id,
+                    group_id,
+                    member_id=req["member_id"],
+                    instance_id=req.get("group_instance_id"),
+                    generation=req["generation_id_or_member_epoch"],
+                    offsets=offsets,
+                )
         except GroupError as exc:
             # The group's answer applies to the partitions that passed their own checks.
             results = {k: exc.code if v == E.NONE else v for k, v in results.items()}
@@ -319,13 +314,27 @@ async def handle_offset_commit(
 
 
 async def _fetch_group(
-    ctx: RequestContext, group_id: str, requested: Sequence[bodies.OffsetFetchRequestTopics] | None
+    ctx: RequestContext,
+    group_id: str,
+    requested: Sequence[bodies.OffsetFetchRequestTopics] | None,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, list[bodies.OffsetFetchResponseTopics]]:
     """One group's committed offsets. (The v8+ per-group request and response structs
-    have the same fields as v1-7's top-level ones.)"""
-    error = _group_check(ctx, group_id, Operation.DESCRIBE)
+    have the same fields as v1-7's top-level ones.) ``member``: v9's member id and epoch,
+    checked against a consumer-protocol group."""
+    error = group_check(ctx, group_id, Operation.DESCRIBE)
     if error is not None:
         return error, []
+    member_id, member_epoch = member
+    if member_id is not None or member_epoch >= 0:
+        found = await ctx.services.groups.load(ctx.principal.tenant_id, group_id)
+        try:
+            if isinstance(found, ConsumerGroup):
+                ctx.services.consumer_groups.check_fetch(found, member_id, member_epoch)
+            else:
+                ctx.services.groups.check_fetch(found, member_id or "", member_epoch)
+        except GroupError as exc:
+            return exc.code, []
     stored = {
         (o.topic, o.partition): o
         for o in await ctx.services.groups.fetch_offsets(ctx.principal.tenant_id, group_id)
@@ -364,7 +373,8 @@ async def handle_offset_fetch(
     if ctx.version >= 8:
         groups: list[bodies.OffsetFetchResponseGroups] = []
         for g in req["groups"]:
-            error, topics = await _fetch_group(ctx, g["group_id"], g["topics"])
+            member = (g.get("member_id"), g.get("member_epoch", -1))
+            error, topics = await _fetch_group(ctx, g["group_id"], g["topics"], member)
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = await _fetch_group(ctx, req["group_id"], req.get("topics"))
@@ -392,14 +402,21 @@ async def handle_offset_delete(
     ctx: RequestContext, req: bodies.OffsetDeleteRequest
 ) -> bodies.OffsetDeleteResponse:
     group_id = req["group_id"]
-    error = _group_check(ctx, group_id, Operation.DELETE)
+    error = group_check(ctx, group_id, Operation.DELETE)
     if error is not None:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     group = await ctx.services.groups.describe(ctx.principal.tenant_id, group_id)
     stored = await ctx.services.groups.fetch_offsets(ctx.principal.tenant_id, group_id)
-    if group is None and not stored:
+    modern_exists = isinstance(
+        await ctx.services.groups.load(ctx.principal.tenant_id, group_id), ConsumerGroup
+    )
+    if group is None and not stored and not modern_exists:
         return {"error_code": E.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
     subscribed: set[str] = set()
+    modern = await ctx.services.consumer_groups.describe(ctx.principal.tenant_id, group_id)
+    if modern is not None:
+        for cm in modern.members.values():
+            subscribed.update(cm.topics)
     if group is not None and group.protocol_type == "consumer":
         for m in group.members.values():
             try:
@@ -456,7 +473,7 @@ async def handle_describe_groups(
             "members": [],
         }
         out.append(entry)
-        error = _group_check(ctx, group_id, Operation.DESCRIBE)
+        error = group_check(ctx, group_id, Operation.DESCRIBE)
         if error is not None:
             entry["error_code"] = error
             entry["error_message"] = _DESCRIBE_ERROR_MESSAGES.get(error)
@@ -501,21 +518,21 @@ async def handle_list_groups(
     states = {s.lower() for s in req.get("states_filter") or []}
     types = {t.lower() for t in req.get("types_filter") or []}
     groups: list[bodies.ListGroupsResponseGroups] = []
-    for group_id, protocol_type, state in await ctx.services.groups.list_groups(
+    for group_id, protocol_type, state, group_type in await ctx.services.groups.list_groups(
         ctx.principal.tenant_id
     ):
         if not ctx.may(Operation.DESCRIBE, G, group_id):
             continue
         if states and state.lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and group_type not in types:
             continue
         groups.append(
             {
                 "group_id": group_id,
                 "protocol_type": protocol_type,
                 "group_state": state,
-                "group_type": "classic",
+                "group_type": group_type,
             }
         )
     return {"throttle_time_ms": 0, "error_code": E.NONE, "groups": groups}
@@ -526,7 +543,7 @@ async def handle_delete_groups(
 ) -> bodies.DeleteGroupsResponse:
     results: list[bodies.DeleteGroupsResponseResults] = []
     for group_id in req["groups_names"]:
-        error = _group_check(ctx, group_id, Operation.DELETE)
+        error = group_check(ctx, group_id, Operation.DELETE)
         if error is None:
             error = await _delete_group(ctx, group_id)
         results.append({"group_id": group_id, "error_code": error})

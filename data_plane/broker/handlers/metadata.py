@@ -48,6 +48,12 @@ async def handle_metadata(
         explicit = True
     created = False
     topics: list[bodies.MetadataResponseTopics] = []
+    for entry in requested or []:
+        # v10+: a topic asked for by id alone (KIP-516; KIP-848 consumers learn their
+        # assignments as topic ids and look them up this way).
+        topic_id = entry.get("topic_id")
+        if entry["name"] is None and topic_id is not None and topic_id.int != 0:
+            topics.append(_topic_by_id(ctx, topic_id, req))
     for name in names:
         topic = ctx.topic(name)
         if (
@@ -122,7 +128,25 @@ async def _auto_create(ctx: RequestContext, name: str) -> int:
     return E.LEADER_NOT_AVAILABLE
 
 
-def _topic_error(name: str, code: int) -> bodies.MetadataResponseTopics:
+def _topic_by_id(
+    ctx: RequestContext, topic_id: uuid.UUID, req: bodies.MetadataRequest
+) -> bodies.MetadataResponseTopics:
+    """One topic asked for by id: UNKNOWN_TOPIC_ID for an id of no topic of the caller's
+    tenant, and no name for one it may not describe."""
+    topic = ctx.topic_by_id(topic_id)
+    nameless = None if ctx.version >= 12 else ""  # the response's name is nullable from v12
+    if topic is None:
+        return _topic_error(nameless, E.UNKNOWN_TOPIC_ID) | {"topic_id": topic_id}
+    if not ctx.may(Operation.DESCRIBE, T, topic.name):
+        return _topic_error(nameless, E.TOPIC_AUTHORIZATION_FAILED) | {"topic_id": topic_id}
+    out = _topic_metadata(topic)
+    out["topic_authorized_operations"] = authorized_operations(
+        ctx, T, topic.name, bool(req.get("include_topic_authorized_operations"))
+    )
+    return out
+
+
+def _topic_error(name: str | None, code: int) -> bodies.MetadataResponseTopics:
     return {"error_code": code, "name": name, "partitions": [], "is_internal": False}
 
 

@@ -13,6 +13,8 @@ from data_plane.protocol.messages import (
     alter_configs,
     alter_partition_reassignments,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -114,6 +116,8 @@ _MODULES = (
     offset_for_leader_epoch,
     describe_topic_partitions,
     describe_producers,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 APIS: dict[int, Api] = {api.key: api for api in (_api(m) for m in _MODULES)}

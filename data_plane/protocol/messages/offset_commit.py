@@ -1,4 +1,5 @@
-"""OffsetCommit (key 8): store a group's consumed positions. Versions 2-8."""
+"""OffsetCommit (key 8): store a group's consumed positions. Versions 2-9 (v9: the same
+body; a KIP-848 member sends its member epoch in ``generation_id_or_member_epoch``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT16, INT32, INT64, STRING
 
 KEY = 8
-VALID = (2, 8)
+VALID = (2, 9)
 FLEXIBLE = (8, None)
 
 REQUEST = message(

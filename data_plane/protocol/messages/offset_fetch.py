@@ -1,4 +1,5 @@
-"""OffsetFetch (key 9): read a group's committed positions (v8+ several groups). 1-8."""
+"""OffsetFetch (key 9): read a group's committed positions (v8+ several groups). 1-9
+(v9: a KIP-848 member names itself and its member epoch, which the coordinator checks)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import BOOL, INT16, INT32, INT64, STRING
 
 KEY = 9
-VALID = (1, 8)
+VALID = (1, 9)
 FLEXIBLE = (6, None)
 
 _TOPICS = Struct(Field("name", STRING), Field("partition_indexes", Array(INT32)))
@@ -25,6 +26,8 @@ REQUEST = message(
         Array(
             Struct(
                 Field("group_id", STRING),
+                Field("member_id", STRING, versions=(9, None), nullable=(9, None)),
+                Field("member_epoch", INT32, versions=(9, None), default=-1),
                 Field("topics", Array(_TOPICS), nullable=(8, None)),
             )
         ),

@@ -23,7 +23,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from control_plane.brokerlink.store import DjangoMetadataStore
 from data_plane import internal_auth
+from data_plane.broker.config import group_protocols
 from data_plane.broker.server import Broker, BrokerConfig
+from data_plane.groups.consumer_group import ConsumerConfig
 from data_plane.groups.coordinator import CoordinatorConfig
 
 logger = logging.getLogger("millrace.broker")
@@ -114,6 +116,12 @@ class Command(BaseCommand):
                 max_session_timeout_ms=settings.MILLRACE_GROUP_MAX_SESSION_TIMEOUT_MS,
                 initial_rebalance_delay_ms=settings.MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS,
                 max_group_size=settings.MILLRACE_GROUP_MAX_SIZE,
+            ),
+            group_protocols=group_protocols(settings.MILLRACE_GROUP_PROTOCOLS),
+            consumer_groups=ConsumerConfig(
+                heartbeat_interval_ms=settings.MILLRACE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+                session_timeout_ms=settings.MILLRACE_GROUP_CONSUMER_SESSION_TIMEOUT_MS,
+                max_size=settings.MILLRACE_GROUP_MAX_SIZE,
             ),
             heartbeat_seconds=settings.MILLRACE_BROKER_LEASE_SECONDS / 4,
             replica_lag_time_max_ms=settings.MILLRACE_REPLICA_LAG_TIME_MAX_MS,
