@@ -3,6 +3,7 @@ broker process that serves the consumer protocol."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -86,3 +87,180 @@ def test_two_members_split_the_partitions_and_consume_everything(kafka):
     finally:
         for c in consumers:
             c.close()
+
+
+def drain(consumers, want, seconds=30):
+    """Poll until ``want`` values were seen (or time is up); values and per-consumer lists."""
+    got: dict[int, list[int]] = {i: [] for i in range(len(consumers))}
+    deadline = time.monotonic() + seconds
+    while sum(len(v) for v in got.values()) < want and time.monotonic() < deadline:
+        for i, c in enumerate(consumers):
+            msg = c.poll(0.05)
+            if msg is not None and msg.error() is None:
+                got[i].append(int(msg.value()))
+    return got
+
+
+def test_a_member_leaving_and_one_killed_hand_their_partitions_on(kafka, tmp_path):
+    """join, clean leave, kill -9: the survivors end with every partition, and the member
+    whose partitions did not move never lost them."""
+    import subprocess
+    import sys
+
+    name = topic_name("kip848-leave")
+    confluent_create(kafka, kafka.admin_a, name, partitions=6)
+    group = f"g-{name}"
+    a, b = consumer(kafka, group), consumer(kafka, group)
+    a.subscribe([name])
+    b.subscribe([name])
+    wait_assigned([a, b], [3, 3])
+    b.close()  # a clean leave (epoch -1): a takes everything at once
+    wait_assigned([a], [6], seconds=10)
+    # A member in another process, killed with SIGKILL: its session (3 s) runs out.
+    script = tmp_path / "member.py"
+    script.write_text(
+        "import sys, json, time\n"
+        "from confluent_kafka import Consumer\n"
+        "c = Consumer(json.loads(sys.argv[1]))\n"
+        "c.subscribe([sys.argv[2]])\n"
+        "deadline = time.monotonic() + 60\n"
+        "while time.monotonic() < deadline:\n"
+        "    c.poll(0.1)\n"
+        "    if c.assignment():\n"
+        "        print('assigned', len(c.assignment()), flush=True)\n"
+        "        break\n"
+        "while time.monotonic() < deadline:\n"
+        "    c.poll(0.1)\n"
+    )
+    import json
+
+    conf = confluent_conf(kafka, kafka.admin_a, **{"group.id": group, "group.protocol": "consumer"})
+    child = subprocess.Popen(
+        [sys.executable, str(script), json.dumps(conf), name],
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "member.err").open("w"),
+        text=True,
+    )
+    try:
+        # Keep polling a (it must revoke what the newcomer gets) while the child settles.
+        lines: list[str] = []
+        assert child.stdout is not None
+        reader = threading.Thread(target=lambda: lines.append(child.stdout.readline()))
+        reader.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not lines:
+            a.poll(0.05)
+        assert lines and lines[0].startswith("assigned"), (tmp_path / "member.err").read_text()
+        wait_assigned([a], [3], seconds=15)
+        kept = {tp.partition for tp in a.assignment()}
+        child.kill()
+        child.wait(10)
+        assignment = wait_assigned([a], [6], seconds=15)
+        assert {p for _, p in assignment[0]} >= kept
+        produce(kafka, name, 60, 6)
+        got = drain([a], 60)
+        assert sorted(got[0]) == list(range(60))
+    finally:
+        if child.poll() is None:
+            child.kill()
+        a.close()
+
+
+def test_commits_carry_the_member_epoch_and_offsets_never_move_back(kafka):
+    from confluent_kafka import TopicPartition
+
+    name = topic_name("kip848-commit")
+    confluent_create(kafka, kafka.admin_a, name, partitions=2)
+    group = f"g-{name}"
+    a = consumer(kafka, group)
+    a.subscribe([name])
+    wait_assigned([a], [2])
+    produce(kafka, name, 40, 2)
+    got = drain([a], 40)
+    assert sorted(got[0]) == list(range(40))
+    a.commit(asynchronous=False)
+    committed = a.committed([TopicPartition(name, 0), TopicPartition(name, 1)], timeout=10)
+    assert [tp.offset for tp in committed] == [20, 20]
+    # A second member joins; the partition that moves starts at the committed offset.
+    b = consumer(kafka, group)
+    b.subscribe([name])
+    try:
+        wait_assigned([a, b], [1, 1])
+        produce(kafka, name, 10, 2, start=40)
+        got = drain([a, b], 10)
+        assert sorted(got[0] + got[1]) == list(range(40, 50))
+        for c in (a, b):
+            c.commit(asynchronous=False)
+        after = a.committed([TopicPartition(name, 0), TopicPartition(name, 1)], timeout=10)
+        assert [tp.offset for tp in after] == [25, 25]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_static_members_come_back_to_their_partitions(kafka):
+    name = topic_name("kip848-static")
+    confluent_create(kafka, kafka.admin_a, name, partitions=4)
+    group = f"g-{name}"
+    a = consumer(kafka, group, **{"group.instance.id": "host-a"})
+    b = consumer(kafka, group, **{"group.instance.id": "host-b"})
+    for c in (a, b):
+        c.subscribe([name])
+    try:
+        before = wait_assigned([a, b], [2, 2])
+        a_parts = {p for _, p in before[0]} if len(before[0]) else set()
+        a_parts = {tp.partition for tp in a.assignment()}
+        a.close()  # a static member leaves with epoch -2: its partitions wait for it
+        time.sleep(1)
+        assert len(b.assignment()) == 2
+        a = consumer(kafka, group, **{"group.instance.id": "host-a"})
+        a.subscribe([name])
+        wait_assigned([a, b], [2, 2], seconds=15)
+        assert {tp.partition for tp in a.assignment()} == a_parts
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_later(kafka):
+    prefix = topic_name("kip848-re")
+    confluent_create(kafka, kafka.admin_a, f"{prefix}-one", partitions=2)
+    group = f"g-{prefix}"
+    a = consumer(kafka, group, **{"topic.metadata.refresh.interval.ms": 1000})
+    a.subscribe([f"^{prefix}-.*"])
+    try:
+        wait_assigned([a], [2])
+        confluent_create(kafka, kafka.admin_a, f"{prefix}-two", partitions=3)
+        assignment = wait_assigned([a], [5], seconds=30)
+        assert {t for t, _ in assignment[0]} == {f"{prefix}-one", f"{prefix}-two"}
+    finally:
+        a.close()
+
+
+def test_admin_client_describes_and_lists_consumer_groups(kafka):
+    from confluent_kafka import ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    name = topic_name("kip848-admin")
+    confluent_create(kafka, kafka.admin_a, name, partitions=3)
+    group = f"g-{name}"
+    a = consumer(kafka, group)
+    a.subscribe([name])
+    try:
+        wait_assigned([a], [3])
+        admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+        [described] = admin.describe_consumer_groups([group])[group].result(30) and [
+            admin.describe_consumer_groups([group])[group].result(30)
+        ]
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert [len(m.assignment.topic_partitions) for m in described.members] == [3]
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30)
+        assert group in {g.group_id for g in listed.valid}
+        classic_only = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30)
+        assert group not in {g.group_id for g in classic_only.valid}
+        # Another tenant names the same group: it is not there.
+        other = AdminClient(confluent_conf(kafka, kafka.admin_b))
+        theirs = other.list_consumer_groups().result(30)
+        assert group not in {g.group_id for g in theirs.valid}
+    finally:
+        a.close()
