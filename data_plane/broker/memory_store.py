@@ -928,7 +928,7 @@ class MemoryStore:
                 raise AdminError(ErrorCode.POLICY_VIOLATION, str(exc)) from None
             except InvalidQuota as exc:
                 raise AdminError(ErrorCode.INVALID_REQUEST, str(exc)) from None
-            if validate_only:
+            if validate_only or values == quotas.get(entity, {}):
                 return
             quotas[entity] = values
             self._tenants[tenant.id] = replace(
