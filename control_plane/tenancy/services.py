@@ -320,7 +320,8 @@ def alter_client_quotas(
         entity = client_quotas.make_entity(entity)
     except client_quotas.InvalidQuota as exc:
         raise InvalidInput(str(exc), field="entity") from None
-    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()  # one writer per tenant
+    # One writer per tenant at a time, checking against its current limits.
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     columns = _entity_columns(entity)
     rows = {q.key: q for q in ClientQuota.objects.filter(tenant=tenant, **columns)}
     before = {key: row.value for key, row in rows.items()}

@@ -43,6 +43,7 @@ from data_plane.client_quotas import (
     QuotaAboveCeiling,
     altered,
     ceilings,
+    make_entity,
 )
 from data_plane.groups.model import GroupRecord, GroupState, OffsetRecord
 from data_plane.metadata.election import requested_election
@@ -919,6 +920,7 @@ class MemoryStore:
             tenant = self._tenants[principal.tenant_id]
             quotas = {q.entity: q.values for q in tenant.client_quotas}
             try:
+                entity = make_entity(entity)
                 values = altered(
                     quotas.get(entity, {}),
                     changes,
