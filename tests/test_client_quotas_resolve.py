@@ -36,3 +36,17 @@ def test_other_names_fall_through_to_the_defaults():
         4.0,
         (("client-id", "other"), ("user", "bob")),
     )
+
+
+def test_idle_buckets_are_pruned_without_changing_any_answer():
+    from data_plane.broker.quotas import ByteRateQuotas
+
+    now = [0.0]
+    quotas = ByteRateQuotas(clock=lambda: now[0])
+    quotas.prune_above = 3
+    for client in range(3):
+        quotas.record_bucket(("t", client), 10, 10.0)  # a second ahead each
+    assert quotas.record_bucket("busy", 30, 10.0) == 2000  # 3 s ahead, 1 s of burst
+    now[0] = 1.5  # the three clients' clocks are behind now; "busy" is still ahead
+    assert quotas.record_bucket("busy", 10, 10.0) == 1500
+    assert len(quotas._tat) == 1

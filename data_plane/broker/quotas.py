@@ -22,6 +22,9 @@ class ByteRateQuotas:
         self.burst_seconds = burst_seconds
         self.clock = clock
         self._tat: dict[Hashable, float] = {}
+        # Client ids are the client's choice, so buckets are pruned: a bucket whose clock
+        # is behind real time holds nothing (a new one would start the same).
+        self.prune_above = 10_000
 
     def record(self, tenant_id: int, direction: str, nbytes: int, rate: int) -> int:
         """Account ``nbytes`` to the tenant; return how long (ms) to throttle, 0 when
@@ -35,5 +38,7 @@ class ByteRateQuotas:
         now = self.clock()
         tat = max(self._tat.get(key, now), now) + nbytes / rate
         self._tat[key] = tat
+        if len(self._tat) > self.prune_above:
+            self._tat = {k: t for k, t in self._tat.items() if t > now}
         ahead = tat - now - self.burst_seconds
         return int(ahead * 1000) if ahead > 0 else 0
