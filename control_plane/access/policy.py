@@ -86,6 +86,10 @@ SERVICE_ACCOUNT_NEEDS = {
 API_KEY_NEEDS = CLUSTER_OBJECT_NEEDS
 ACL_NEEDS = CLUSTER_OBJECT_NEEDS
 
+# Client quotas: read-only here (set with Kafka's AlterClientQuotas); DescribeConfigs on the
+# cluster for keys, as Kafka's DescribeClientQuotas.
+CLIENT_QUOTA_NEEDS = {"list": Need(VIEWER, Operation.DESCRIBE_CONFIGS)}
+
 AUDIT_NEEDS = {
     "list": Need(ADMIN, Operation.DESCRIBE),
     "retrieve": Need(ADMIN, Operation.DESCRIBE),

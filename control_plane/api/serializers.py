@@ -12,7 +12,7 @@ from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.access.presets import PATTERNS, PRESET_CHOICES
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog.models import Partition, Topic
-from control_plane.tenancy.models import Membership, Role, Tenant
+from control_plane.tenancy.models import ClientQuota, Membership, Role, Tenant
 from data_plane.acl import Operation, PatternType, Permission, ResourceType
 from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
 
@@ -495,3 +495,22 @@ class MeSerializer(serializers.Serializer):
     is_staff = serializers.BooleanField()
     api_key = serializers.CharField(allow_null=True)
     tenants = serializers.ListField(child=serializers.DictField())
+
+
+class ClientQuotaSerializer(serializers.ModelSerializer):
+    """One quota value; ``user`` / ``client_id`` are null when the entity does not name
+    that type and ``<default>`` for its default entity (as kafka-configs prints them)."""
+
+    user = serializers.SerializerMethodField()
+    client_id = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ClientQuota
+        fields = ["user", "client_id", "key", "value"]
+        read_only_fields = fields
+
+    def get_user(self, obj: ClientQuota) -> str | None:
+        return obj.user or None
+
+    def get_client_id(self, obj: ClientQuota) -> str | None:
+        return obj.client_id or None

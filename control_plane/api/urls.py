@@ -19,6 +19,7 @@ router.register(f"{TENANT}/api-keys", views.ApiKeyViewSet, basename="api-key")
 router.register(f"{TENANT}/acls", views.AclViewSet, basename="acl")
 router.register(f"{TENANT}/consumer-groups", views.ConsumerGroupViewSet, basename="consumer-group")
 router.register(f"{TENANT}/audit-events", views.AuditEventViewSet, basename="audit-event")
+router.register(f"{TENANT}/client-quotas", views.ClientQuotaViewSet, basename="client-quota")
 router.register("brokers", cluster.BrokerViewSet, basename="broker")
 router.register("cluster/partitions", cluster.ClusterPartitionViewSet, basename="cluster-partition")
 router.register(

@@ -40,7 +40,7 @@ from control_plane.groups import lag as group_lag
 from control_plane.groups import services as group_services
 from control_plane.groups.models import ConsumerGroup, LagSample
 from control_plane.tenancy import services as tenancy_services
-from control_plane.tenancy.models import Membership, Role, Tenant
+from control_plane.tenancy.models import ClientQuota, Membership, Role, Tenant
 from data_plane.acl import CLUSTER_RESOURCE_NAME, Operation, ResourceType
 
 TOPIC = ResourceType.TOPIC
@@ -538,6 +538,19 @@ class AclViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedV
     def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
         access_services.delete_acl(self.actor, self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- client quotas -------------------------------------------------------------------------
+
+
+@tenant_scoped
+class ClientQuotaViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+    """The tenant's client quotas (KIP-546), one row per entity and key; read-only: they
+    are set with Kafka's AlterClientQuotas (docs/compatibility.md)."""
+
+    queryset = ClientQuota.objects.all()
+    serializer_class = s.ClientQuotaSerializer
+    needs = policy.CLIENT_QUOTA_NEEDS
 
 
 # --- audit ---------------------------------------------------------------------------------

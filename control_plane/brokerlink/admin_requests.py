@@ -1,5 +1,5 @@
 """Kafka admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-CreateAcls, DeleteAcls, DeleteGroups, ElectLeaders, AlterPartitionReassignments,
+CreateAcls, DeleteAcls, DeleteGroups, AlterClientQuotas, ElectLeaders, AlterPartitionReassignments,
 ListPartitionReassignments) through the same service functions as the REST API and the
 controller: validation, tenant limits, audit events and the change log, with the API key
 (or the operator) as the actor. ``validate_only`` runs the service and rolls back, so a
@@ -31,8 +31,10 @@ from control_plane.core.errors import (
     ServiceError,
 )
 from control_plane.groups import services as group_services
+from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Tenant
 from data_plane.broker.ports import AdminError
+from data_plane.client_quotas import Entity
 from data_plane.metadata.model import Principal
 from data_plane.protocol.errors import ErrorCode
 
@@ -293,6 +295,22 @@ class DjangoAdmin:
                 host=binding.host,
             ),
             False,
+        )
+
+    def alter_client_quotas(
+        self,
+        principal: Principal,
+        entity: Entity,
+        changes: Mapping[str, float | None],
+        validate_only: bool,
+    ) -> None:
+        close_old_connections()
+        tenant = Tenant.objects.get(pk=principal.tenant_id)
+        self._run(
+            lambda: tenancy_services.alter_client_quotas(
+                self._actor(principal), tenant, entity=entity, changes=dict(changes)
+            ),
+            validate_only,
         )
 
     def delete_acls(self, principal: Principal, matcher: Callable[[Any], bool]) -> list[Any]:

@@ -99,3 +99,32 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant} ({self.role})"
+
+
+class ClientQuota(models.Model):
+    """One KIP-546 client-quota value of a tenant: ``key`` = ``value`` on the entity
+    (``user``, ``client_id``).
+
+    A component is "" when the entity does not name that type and ``<default>``
+    (``data_plane.client_quotas.DEFAULT_NAME``) for the type's default entity, as Kafka
+    spelled them in ZooKeeper. User names are the tenant's service accounts (unprefixed);
+    they are not foreign keys, since Kafka lets a quota be set before its user exists.
+    Brokers read these with the tenant (the ``tenant`` metadata scope).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="client_quotas")
+    user = models.CharField(max_length=255, blank=True)
+    client_id = models.CharField(max_length=255, blank=True)
+    key = models.CharField(max_length=64)
+    value = models.FloatField()
+
+    class Meta:
+        ordering = ["tenant", "user", "client_id", "key"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "user", "client_id", "key"], name="client_quota_unique_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}: user={self.user!r} client-id={self.client_id!r} {self.key}"

@@ -3,6 +3,7 @@ changes also reach brokers (``notify_metadata_changed``: their limits are enforc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -12,9 +13,10 @@ from django.db import IntegrityError, transaction
 
 from control_plane.audit.services import record_event
 from control_plane.core.actor import Actor
-from control_plane.core.errors import AlreadyExists, InvalidInput, NotPermitted
+from control_plane.core.errors import AlreadyExists, InvalidInput, LimitExceeded, NotPermitted
 from control_plane.core.notify import notify_metadata_changed
-from control_plane.tenancy.models import SLUG_VALIDATOR, Membership, Role, Tenant
+from control_plane.tenancy.models import SLUG_VALIDATOR, ClientQuota, Membership, Role, Tenant
+from data_plane import client_quotas
 
 LIMIT_FIELDS = (
     "max_partitions",
@@ -262,3 +264,92 @@ def find_user(username: str, *, field: str = "username") -> AbstractBaseUser:
         return user_model.objects.get(**{user_model.USERNAME_FIELD: username})
     except user_model.DoesNotExist:
         raise InvalidInput(f"no user named {username!r}", field=field) from None
+
+
+def _entity_columns(entity: client_quotas.Entity) -> dict[str, str]:
+    names = dict(entity)
+    columns = {}
+    for entity_type, column in (
+        (client_quotas.USER, "user"),
+        (client_quotas.CLIENT_ID, "client_id"),
+    ):
+        if entity_type not in names:
+            columns[column] = ""
+        else:
+            name = names[entity_type]
+            columns[column] = client_quotas.DEFAULT_NAME if name is None else name
+    return columns
+
+
+def quota_entity(user: str, client_id: str) -> client_quotas.Entity:
+    """The entity of a stored row's ``user`` and ``client_id`` columns."""
+    pairs: list[tuple[str, str | None]] = []
+    if client_id:
+        pairs.append(
+            (
+                client_quotas.CLIENT_ID,
+                None if client_id == client_quotas.DEFAULT_NAME else client_id,
+            )
+        )
+    if user:
+        pairs.append((client_quotas.USER, None if user == client_quotas.DEFAULT_NAME else user))
+    return tuple(pairs)
+
+
+def tenant_client_quotas(rows: Iterable[ClientQuota]) -> tuple[client_quotas.ClientQuota, ...]:
+    """The client quotas of one tenant's rows (in the models' order)."""
+    values: dict[client_quotas.Entity, dict[str, float]] = {}
+    for row in rows:
+        values.setdefault(quota_entity(row.user, row.client_id), {})[row.key] = row.value
+    return tuple(client_quotas.ClientQuota(e, v) for e, v in values.items())
+
+
+@transaction.atomic
+def alter_client_quotas(
+    actor: Actor,
+    tenant: Tenant,
+    *,
+    entity: client_quotas.Entity,
+    changes: dict[str, float | None],
+) -> dict[str, float]:
+    """Set (a value) or remove (None) quota keys of one entity of the tenant, each checked
+    against the tenant's byte rates; the entity's values after. The caller authorizes
+    (the broker: ALTER_CONFIGS on the tenant's cluster resource). Audited; brokers learn
+    of it with the tenant's metadata."""
+    try:
+        entity = client_quotas.make_entity(entity)
+    except client_quotas.InvalidQuota as exc:
+        raise InvalidInput(str(exc), field="entity") from None
+    # One writer per tenant at a time, checking against its current limits.
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    columns = _entity_columns(entity)
+    rows = {q.key: q for q in ClientQuota.objects.filter(tenant=tenant, **columns)}
+    before = {key: row.value for key, row in rows.items()}
+    limits = client_quotas.ceilings(tenant.produce_byte_rate, tenant.fetch_byte_rate)
+    try:
+        after = client_quotas.altered(before, changes, limits)
+    except client_quotas.QuotaAboveCeiling as exc:
+        raise LimitExceeded(str(exc), field="value") from None
+    except client_quotas.InvalidQuota as exc:
+        raise InvalidInput(str(exc), field="key") from None
+    for key, row in rows.items():
+        if key not in after:
+            row.delete()
+    for key, value in after.items():
+        if before.get(key) != value:
+            ClientQuota.objects.update_or_create(
+                tenant=tenant, key=key, **columns, defaults={"value": value}
+            )
+    if after != before:
+        notify_metadata_changed("tenant.client_quotas_changed", tenant=tenant.pk)
+        record_event(
+            actor,
+            tenant=tenant,
+            action="tenant.alter_client_quotas",
+            object_type="client_quota",
+            object_id=f"{columns['user']}/{columns['client_id']}",
+            object_repr=f"user={columns['user']!r} client-id={columns['client_id']!r}",
+            before=before,
+            after=after,
+        )
+    return after

@@ -36,6 +36,15 @@ import scramp  # type: ignore[import-untyped]
 from data_plane import internal_auth
 from data_plane.acl import WILDCARD_HOST, WILDCARD_PRINCIPAL, AclBinding, InvalidAclBinding
 from data_plane.broker.ports import AdminError, ScramCredentials
+from data_plane.client_quotas import (
+    ClientQuota,
+    Entity,
+    InvalidQuota,
+    QuotaAboveCeiling,
+    altered,
+    ceilings,
+    make_entity,
+)
 from data_plane.groups.model import GroupRecord, GroupState, OffsetRecord
 from data_plane.metadata.election import requested_election
 from data_plane.metadata.model import (
@@ -63,6 +72,11 @@ MAX_PARTITIONS_PER_TOPIC = 10_000
 DEFAULT_TENANT = "default"
 ROLES = ("viewer", "developer", "admin", "owner")
 _KEY_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+
+def _entity_order(item: tuple[Entity, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((t, n or "") for t, n in item[0])
+
 
 # Change-log scopes (the same names as the Django change log's).
 TOPIC, ACLS, KEYS, TENANT, BROKERS = "topic", "acls", "keys", "tenant", "brokers"
@@ -894,6 +908,39 @@ class MemoryStore:
             self._acls.setdefault(tenant_id, []).append(replace(new, id=self._new_id()))
             self._audit(principal, "acl.create", str(new))
             self._record(ACLS, tenant_id)
+
+    def alter_client_quotas(
+        self,
+        principal: Principal,
+        entity: Entity,
+        changes: Mapping[str, float | None],
+        validate_only: bool,
+    ) -> None:
+        with self._lock:
+            tenant = self._tenants[principal.tenant_id]
+            quotas = {q.entity: q.values for q in tenant.client_quotas}
+            try:
+                entity = make_entity(entity)
+                values = altered(
+                    quotas.get(entity, {}),
+                    changes,
+                    ceilings(tenant.produce_byte_rate, tenant.fetch_byte_rate),
+                )
+            except QuotaAboveCeiling as exc:
+                raise AdminError(ErrorCode.POLICY_VIOLATION, str(exc)) from None
+            except InvalidQuota as exc:
+                raise AdminError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+            if validate_only or values == quotas.get(entity, {}):
+                return
+            quotas[entity] = values
+            self._tenants[tenant.id] = replace(
+                tenant,
+                client_quotas=tuple(
+                    ClientQuota(e, v) for e, v in sorted(quotas.items(), key=_entity_order) if v
+                ),
+            )
+            self._audit(principal, "tenant.alter_client_quotas", repr(entity), values=values)
+            self._record(TENANT, tenant.id)
 
     def delete_acls(self, principal: Principal, matcher: Callable[[Any], bool]) -> list[Any]:
         with self._lock:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from data_plane.client_quotas import Entity
 from data_plane.groups.coordinator import GroupStore
 from data_plane.metadata.model import BrokerInfo, MetadataDelta, MetadataSnapshot, Principal
 
@@ -221,6 +222,19 @@ class Admin(Protocol):
         """The reassignments in progress among the tenant's ``partitions`` (None: all):
         topic -> index -> (replicas, adding, removing). Unknown topics and partitions, and
         those not being reassigned, are left out."""
+        ...
+
+    def alter_client_quotas(
+        self,
+        principal: Principal,
+        entity: Entity,
+        changes: Mapping[str, float | None],
+        validate_only: bool,
+    ) -> None:
+        """KIP-546's AlterClientQuotas for one entity of the principal's tenant (key ->
+        new value, None to remove; audited). Refusals: INVALID_REQUEST (an unknown or
+        unenforced key, a value not above 0), POLICY_VIOLATION (a byte rate above the
+        tenant's own limit). The broker sees the result in ``TenantInfo.client_quotas``."""
         ...
 
     def audit(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data_plane.acl import AclBinding, Operation, ResourceType
+from data_plane.client_quotas import ClientQuota
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ class TenantInfo:
     max_partitions: int
     max_storage_bytes: int
     default_partitions: int | None = None  # num.partitions; None: the broker's default
+    # KIP-546 quotas on the tenant's users and client ids (a tenant setting: they change
+    # with the tenant's metadata scope)
+    client_quotas: tuple[ClientQuota, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1448,6 +1448,102 @@ class OffsetDeleteResponse(TypedDict, total=False):
     topics: list[OffsetDeleteResponseTopics]
 
 
+class DescribeClientQuotasRequestComponents(TypedDict):
+    """An element of ``DescribeClientQuotasRequest.components``."""
+
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    """DescribeClientQuotas request (API key 48), v0-1."""
+
+    components: list[DescribeClientQuotasRequestComponents]
+    strict: bool
+
+
+class DescribeClientQuotasResponseEntity(TypedDict, total=False):
+    """An element of ``DescribeClientQuotasResponseEntries.entity``."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class DescribeClientQuotasResponseValues(TypedDict, total=False):
+    """An element of ``DescribeClientQuotasResponseEntries.values``."""
+
+    key: str
+    value: float
+
+
+class DescribeClientQuotasResponseEntries(TypedDict, total=False):
+    """An element of ``DescribeClientQuotasResponse.entries``."""
+
+    entity: list[DescribeClientQuotasResponseEntity]
+    values: list[DescribeClientQuotasResponseValues]
+
+
+class DescribeClientQuotasResponse(TypedDict, total=False):
+    """DescribeClientQuotas response (API key 48), v0-1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponseEntries] | None
+
+
+class AlterClientQuotasRequestEntity(TypedDict):
+    """An element of ``AlterClientQuotasRequestEntries.entity``."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestOps(TypedDict):
+    """An element of ``AlterClientQuotasRequestEntries.ops``."""
+
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntries(TypedDict):
+    """An element of ``AlterClientQuotasRequest.entries``."""
+
+    entity: list[AlterClientQuotasRequestEntity]
+    ops: list[AlterClientQuotasRequestOps]
+
+
+class AlterClientQuotasRequest(TypedDict):
+    """AlterClientQuotas request (API key 49), v0-1."""
+
+    entries: list[AlterClientQuotasRequestEntries]
+    validate_only: bool
+
+
+class AlterClientQuotasResponseEntity(TypedDict, total=False):
+    """An element of ``AlterClientQuotasResponseEntries.entity``."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntries(TypedDict, total=False):
+    """An element of ``AlterClientQuotasResponse.entries``."""
+
+    error_code: int
+    error_message: str | None
+    entity: list[AlterClientQuotasResponseEntity]
+
+
+class AlterClientQuotasResponse(TypedDict, total=False):
+    """AlterClientQuotas response (API key 49), v0-1."""
+
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntries]
+
+
 class DescribeClusterRequest(TypedDict):
     """DescribeCluster request (API key 60), v0-2."""
 

@@ -138,6 +138,18 @@ FOOTER = """
   topic is checked for a valid name, then Read (`TOPIC_AUTHORIZATION_FAILED`), then
   existence in the tenant (`UNKNOWN_TOPIC_OR_PARTITION`), with Kafka's messages; a
   partition this broker does not lead answers `NOT_LEADER_OR_FOLLOWER` (6).
+- **DescribeClientQuotas** and **AlterClientQuotas** (KIP-546) work on the caller's
+  tenant's quotas only: `user` names are the tenant's service accounts (another tenant's
+  are simply not there), `client-id`s are the tenant's clients, a null name is the
+  default entity. Kafka's authorizer rules apply on the tenant's cluster resource:
+  DescribeConfigs to describe, AlterConfigs to alter, else `CLUSTER_AUTHORIZATION_FAILED`
+  (31); an operator's principal acts in its tenant. Describe's exact, default and any
+  matches and `strict` are Kafka's. `producer_byte_rate` and `consumer_byte_rate` are
+  served and enforced (Kafka's user/client-id precedence, on top of the tenant's own
+  byte rates); a value above the tenant's limit answers `POLICY_VIOLATION` (44) naming
+  the limit. `request_percentage`, `controller_mutation_rate`, unknown keys, the `ip`
+  entity and unknown entity types answer `INVALID_REQUEST` (42) for that entry (Millrace
+  does not enforce them, so it does not store them).
 - **ElectLeaders** is for operators (their principal acts in one tenant, over its topics;
   null `topic_partitions` is every partition of that tenant): a tenant's key is answered
   `CLUSTER_AUTHORIZATION_FAILED` (31), top-level from v1 and for every partition asked.
@@ -189,14 +201,17 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
             " by time, describe groups and cluster, elect leaders, operator replica "
             "placement; SCRAM-SHA-256/512, wrong secrets refused; SASL_SSL with a "
             "self-signed CA; kill -9 failover, chaos (kill -9, pause, restart, network "
-            "cuts); `init_transactions()` fails at once"
+            "cuts); `init_transactions()` fails at once; a producer over its principal's "
+            "client quota sees `throttle_cb` (client quotas themselves are set over raw "
+            "sockets: neither client's admin API has the calls)"
         ),
         (
             "test_clients.py, test_lifecycle.py, test_groups.py, "
             "test_groups_at_least_once.py, test_admin_offsets.py, "
             "test_client_suite_findings.py, test_fetch_topic_ids.py, "
             "test_elect_leaders.py, test_operator_principal.py, test_operations.py, "
-            "test_replication.py, test_bench_replication.py, test_chaos.py"
+            "test_replication.py, test_bench_replication.py, test_chaos.py, "
+            "test_client_quotas.py"
         ),
     ),
     (

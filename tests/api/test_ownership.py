@@ -94,6 +94,7 @@ def collection_requests(slug):
         ("get", f"{t}/members/", None),
         ("post", f"{t}/members/", {"username": "olivia", "role": "owner"}),
         ("get", f"{t}/audit-events/", None),
+        ("get", f"{t}/client-quotas/", None),
     ]
 
 

@@ -43,6 +43,7 @@ READS = [
     (f"{T}/acls/", "viewer"),
     (f"{T}/members/", "viewer"),
     (f"{T}/audit-events/", "admin"),
+    (f"{T}/client-quotas/", "viewer"),
 ]
 RANK = ["viewer", "developer", "admin", "owner"]
 

@@ -693,3 +693,70 @@ def test_reassignments_start_list_and_cancel(world: World) -> None:
     back = store.snapshot().topic(acme, "orders")
     assert back is not None
     assert (back.partitions[0].replicas, back.partitions[0].leader) == ((old,), old)
+
+
+# --- client quotas ----------------------------------------------------------------------------
+
+
+def _quotas(store: MetadataStore, tenant_id: int) -> dict[Any, dict[str, float]]:
+    return {q.entity: dict(q.values) for q in store.snapshot().tenants[tenant_id].client_quotas}
+
+
+def test_client_quotas_are_set_removed_and_seen_by_brokers(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme", produce_byte_rate=1000, fetch_byte_rate=2000)
+    globex = world.tenant("globex")
+    admin = world.principal(acme)
+    cache = MetadataCache()
+    cache.refresh(store)
+    alice = (("user", "alice"),)
+    default_user = (("user", None),)
+    pair = (("client-id", "cli"), ("user", None))
+    store.alter_client_quotas(admin, alice, {"producer_byte_rate": 1000}, False)
+    store.alter_client_quotas(admin, default_user, {"consumer_byte_rate": 5.5}, False)
+    store.alter_client_quotas(admin, pair, {"producer_byte_rate": 7}, False)
+    expected = {
+        alice: {"producer_byte_rate": 1000.0},
+        default_user: {"consumer_byte_rate": 5.5},
+        pair: {"producer_byte_rate": 7.0},
+    }
+    assert _quotas(store, acme) == expected
+    assert _quotas(store, globex) == {}
+    # A broker keeping up by deltas sees them without a full read.
+    assert cache.refresh(store).tenants == {acme}
+    assert {q.entity: dict(q.values) for q in cache.snapshot.tenants[acme].client_quotas} == (
+        expected
+    )
+    # Removing a key; removing an entity's last key removes the entity.
+    store.alter_client_quotas(
+        admin, alice, {"producer_byte_rate": None, "consumer_byte_rate": 10}, False
+    )
+    store.alter_client_quotas(admin, pair, {"producer_byte_rate": None}, False)
+    assert _quotas(store, acme) == {
+        alice: {"consumer_byte_rate": 10.0},
+        default_user: {"consumer_byte_rate": 5.5},
+    }
+    cache.refresh(store)
+    assert cache.snapshot.tenants[acme] == store.snapshot().tenants[acme]
+
+
+def test_refused_and_validate_only_client_quotas_change_nothing(world: World) -> None:
+    store = world.store
+    acme = world.tenant("acme", produce_byte_rate=1000, fetch_byte_rate=2000)
+    admin = world.principal(acme)
+    alice = (("user", "alice"),)
+    store.alter_client_quotas(admin, alice, {"producer_byte_rate": 10}, False)
+    version = store.metadata_version()
+    over = {"producer_byte_rate": 1001.0}
+    refused(ErrorCode.POLICY_VIOLATION, store.alter_client_quotas, admin, alice, over, False)
+    over = {"consumer_byte_rate": 2001.0}
+    refused(ErrorCode.POLICY_VIOLATION, store.alter_client_quotas, admin, alice, over, False)
+    for bad in ({"request_percentage": 5.0}, {"nope": 5.0}, {"producer_byte_rate": -1.0}):
+        refused(ErrorCode.INVALID_REQUEST, store.alter_client_quotas, admin, alice, bad, False)
+    # One bad key refuses the entity's whole alteration.
+    mixed = {"consumer_byte_rate": 20.0, "controller_mutation_rate": 1.0}
+    refused(ErrorCode.INVALID_REQUEST, store.alter_client_quotas, admin, alice, mixed, False)
+    store.alter_client_quotas(admin, alice, {"producer_byte_rate": 999}, True)
+    store.alter_client_quotas(admin, alice, {"producer_byte_rate": 10}, False)  # no change
+    assert store.metadata_version() == version
+    assert _quotas(store, acme) == {alice: {"producer_byte_rate": 10.0}}

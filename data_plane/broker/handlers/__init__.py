@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from data_plane.broker.handlers import (
     acls,
+    client_quotas,
     cluster,
     configs,
     consumer_groups,
@@ -37,6 +38,7 @@ def _dispatch() -> dict[int, Handler]:
         cluster,
         groups,
         consumer_groups,
+        client_quotas,
     ):
         for key, handler in module.HANDLERS.items():
             if key in table:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, TypeVar
 
-from data_plane import internal_auth
+from data_plane import client_quotas, internal_auth
 from data_plane.acl import (
     CLUSTER_RESOURCE_NAME,
     VALID_OPERATIONS,
@@ -234,6 +234,31 @@ def authorized_operations(ctx: RequestContext, rtype: ResourceType, name: str, w
         if ctx.may(op, rtype, name):
             bits |= 1 << op.kafka_code
     return bits
+
+
+def record_bytes(ctx: RequestContext, direction: str, nbytes: int) -> int:
+    """Account a produce ("produce") or fetch ("fetch") of ``nbytes`` to the tenant's byte
+    rate and to the client quota that applies to this principal and client id (Kafka's
+    precedence, ``client_quotas.resolve``); the throttle time (ms) is the longer of the two,
+    so a client quota never lets a principal past its tenant's limit."""
+    svc = ctx.services
+    tenant_id = ctx.principal.tenant_id
+    throttle = svc.quotas.record(
+        tenant_id, direction, nbytes, svc.tenants.tenant_rate(tenant_id, direction)
+    )
+    tenant = ctx.snapshot.tenants.get(tenant_id)
+    if tenant is not None and tenant.client_quotas:
+        user = ctx.principal.name.removeprefix("User:")
+        key = client_quotas.KEY_OF_DIRECTION[direction]
+        found = client_quotas.resolve(tenant.client_quotas, user, ctx.client_id, key)
+        if found is not None:
+            rate, entity = found
+            throttle = max(
+                throttle, svc.quotas.record_bucket((tenant_id, direction, entity), nbytes, rate)
+            )
+    if throttle:
+        svc.metrics.throttled(ctx.principal.tenant_slug, direction, throttle)
+    return throttle
 
 
 async def audit(

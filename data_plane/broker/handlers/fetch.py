@@ -18,6 +18,7 @@ from data_plane.broker.handlers.context import (
     T,
     current_leader,
     leader_endpoints,
+    record_bytes,
 )
 from data_plane.log.segment import FileSlice
 from data_plane.metadata.model import TopicInfo
@@ -111,14 +112,9 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
                 if leader is not None:
                     entry["current_leader"] = leader
     throttle = 0
-    tenant_id = ctx.principal.tenant_id
     if replica < 0:  # replication is not a tenant's consumption
         _count_consumed(ctx, responses)
-        throttle = svc.quotas.record(
-            tenant_id, "fetch", total, svc.tenants.tenant_rate(tenant_id, "fetch")
-        )
-        if throttle:
-            svc.metrics.throttled(ctx.principal.tenant_slug, "fetch", throttle)
+        throttle = record_bytes(ctx, "fetch", total)
     elif total:
         svc.metrics.replication_bytes_out.inc(total)
     answer: bodies.FetchResponse = {

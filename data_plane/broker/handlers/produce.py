@@ -21,6 +21,7 @@ from data_plane.broker.handlers.context import (
     T,
     current_leader,
     leader_endpoints,
+    record_bytes,
 )
 from data_plane.metadata.model import TopicInfo
 from data_plane.protocol import bodies
@@ -145,11 +146,7 @@ async def handle_produce(
                     svc.metrics.produced(
                         ctx.principal.tenant_slug, topic.name, len(records), info.records
                     )
-    throttle = svc.quotas.record(
-        tenant_id, "produce", total_bytes, svc.tenants.tenant_rate(tenant_id, "produce")
-    )
-    if throttle:
-        svc.metrics.throttled(ctx.principal.tenant_slug, "produce", throttle)
+    throttle = record_bytes(ctx, "produce", total_bytes)
     if acks == 0:
         if throttle:
             await asyncio.sleep(throttle / 1000)

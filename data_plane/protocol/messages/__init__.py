@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from data_plane.protocol.messages import (
+    alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -23,6 +24,7 @@ from data_plane.protocol.messages import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -115,6 +117,8 @@ _MODULES = (
     offset_delete,
     offset_for_leader_epoch,
     describe_topic_partitions,
+    describe_client_quotas,
+    alter_client_quotas,
     describe_producers,
     consumer_group_heartbeat,
     consumer_group_describe,
