@@ -42,6 +42,8 @@ import itertools
 import multiprocessing
 import os
 import shutil
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -69,8 +71,45 @@ CONSUMER_PROTOCOL_ENV = {
 }
 
 
+CONSUMER_GROUP_HEARTBEAT = 68  # the API key KIP-848 members need
+
+
 class GroupFailed(RuntimeError):
     """The group never got where it should, or a member got a fatal error from the broker."""
+
+
+def advertised_api_keys(port: int, timeout: float = 10) -> dict[int, tuple[int, int]]:
+    """The broker's ApiVersions v0 answer: {api key: (min version, max version)}.
+
+    Asked over a raw socket because librdkafka, when the broker lacks an API a
+    ``group.protocol=consumer`` member needs, says nothing and waits.
+    """
+    client_id = b"bench-rebalance"
+    request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise GroupFailed("the broker closed the connection during ApiVersions")
+            data += chunk
+    _correlation, error, count = struct.unpack_from(">ihi", data, 4)
+    if error:
+        raise GroupFailed(f"ApiVersions v0 answered error code {error}")
+    ranges = [struct.unpack_from(">hhh", data, 14 + 6 * i) for i in range(count)]
+    return {key: (low, high) for key, low, high in ranges}
+
+
+def require_consumer_protocol(port: int) -> None:
+    """Fail at once, with the broker's answer, if it cannot take consumer-protocol members."""
+    keys = advertised_api_keys(port)
+    if CONSUMER_GROUP_HEARTBEAT not in keys:
+        raise GroupFailed(
+            "the broker refuses group.protocol=consumer: its ApiVersions answer has no"
+            f" ConsumerGroupHeartbeat (API key {CONSUMER_GROUP_HEARTBEAT}); it lists keys"
+            f" {sorted(keys)}. Started with {CONSUMER_PROTOCOL_ENV}."
+        )
 
 
 # --- child processes ------------------------------------------------------------------------
@@ -381,6 +420,8 @@ def run_protocol(
         settings = run_step(bench_env(work, extra), "bench.store", "settings")
         with bench_broker(work, extra, cpu="1") as (port, _broker):
             os.sched_setaffinity(0, {0})  # members and producer are spawned from here
+            if protocol == "consumer":
+                require_consumer_protocol(port)
             endpoint = perf.Endpoint(f"127.0.0.1:{port}")
             topic = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
             admin = AdminClient(endpoint.confluent())
