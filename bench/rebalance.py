@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import functools
 import itertools
 import multiprocessing
 import os
@@ -49,7 +50,7 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -180,7 +181,7 @@ def feed(conf: dict[str, Any], topic: str, partitions: int, rate: int, conn: Con
                     break
                 sent += 1
             producer.poll(0.01)
-        producer.flush(10)
+        producer.flush(30)
     finally:
         conn.send((sent, counts["delivered"], counts["errors"]))
         conn.close()
@@ -202,7 +203,7 @@ def producing(
     finally:
         with contextlib.suppress(OSError):
             ours.send("stop")
-        if ours.poll(20):
+        if ours.poll(40):
             with contextlib.suppress(EOFError, OSError):
                 sent, delivered, errors = ours.recv()
                 counts |= {"sent": sent, "delivered": delivered, "errors": errors}
@@ -279,22 +280,26 @@ def wait_rebalanced(
     return max([since, *(m.assigned_at for m in live)]), max(found.values())
 
 
-def longest_gap(kept: dict[int, FetchingMember], start: float, end: float) -> float | None:
-    """The longest time between consecutive fetches of a kept partition, from its last
-    fetch at or before ``start`` to its first at or after ``end`` (``end`` itself if none)."""
+def longest_gap(
+    kept: dict[int, FetchingMember], start: float, end: float, *, across: bool
+) -> float | None:
+    """The longest time between consecutive fetches of a kept partition.
+
+    ``across``: from its last fetch at or before ``start`` to its first at or after
+    ``end`` (a gap that spans the event counts whole). Else only inside the window: its
+    edges count as fetches, so a gap running into it from before counts from ``start``.
+    """
     longest: float | None = None
     for p, m in kept.items():
         times = m.fetched.get(p, [])
-        lo = max(0, bisect.bisect_right(times, start) - 1)
-        hi = bisect.bisect_left(times, end)
-        span = times[lo : hi + 1]
-        if not span:
-            continue
-        if span[-1] < end:
-            span.append(end)
-        if span[0] > start:
-            span.insert(0, start)
-        gap = max(b - a for a, b in itertools.pairwise(span)) if len(span) > 1 else 0.0
+        if across:
+            lo = max(0, bisect.bisect_right(times, start) - 1)
+            span = times[lo : bisect.bisect_left(times, end) + 1]
+        else:
+            span = times[bisect.bisect_right(times, start) : bisect.bisect_left(times, end)]
+        span = [start, *span] if not span or span[0] > start else span
+        span = [*span, end] if span[-1] < end else span
+        gap = max(b - a for a, b in itertools.pairwise(span))
         longest = gap if longest is None else max(longest, gap)
     return longest
 
@@ -313,6 +318,12 @@ def stuck(grp: Group, live: list[FetchingMember], since: float) -> str:
     )
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
 
@@ -324,13 +335,18 @@ class Event:
     before: dict[int, FetchingMember]
     survivors: list[FetchingMember]  # members of before the event still there after it
     expected: list[FetchingMember]  # the members that should share the partitions after it
+    broker_cpu_at: float  # the broker's CPU seconds at the event
 
 
-def measure(grp: Group, event: Event, settle: float, quiet_from: float) -> dict[str, Any]:
+def measure(
+    grp: Group, event: Event, settle: float, quiet_from: float, broker_cpu: Callable[[], float]
+) -> dict[str, Any]:
     """Wait for the group to rebalance after ``event``, let it settle, and figure it."""
     reached = wait_rebalanced(grp, event.expected, event.at)
     if reached is None:
         raise GroupFailed(f"{event.name}: {stuck(grp, event.expected, event.at)}")
+    # Near 1: the broker's one core was saturated during the rebalance.
+    cpu_share = (broker_cpu() - event.broker_cpu_at) / max(1e-3, time.time() - event.at)
     assigned, fetching = reached
     done = max(assigned, fetching)
     after = owners(event.expected)
@@ -348,10 +364,11 @@ def measure(grp: Group, event: Event, settle: float, quiet_from: float) -> dict[
             1 for p in range(grp.partitions) if event.before.get(p) is not after[p]
         ),
         "kept_partitions": len(kept),
-        "kept_max_gap_s": _round(longest_gap(kept, event.at, done)),
-        "quiet_max_gap_s": _round(longest_gap(kept, quiet_start, event.at)),
+        "kept_max_gap_s": _round(longest_gap(kept, event.at, done, across=True)),
+        "quiet_max_gap_s": _round(longest_gap(kept, quiet_start, event.at, across=False)),
         "quiet_window_s": _round(event.at - quiet_start),
         "shares_after": sorted(len(m.assignment or []) for m in event.expected),
+        "broker_cpu_share": round(cpu_share, 2),
         "member_errors": sorted({e for m in grp.members for e in getattr(m, "errors", [])}),
     }
 
@@ -360,7 +377,9 @@ def live_members(grp: Group) -> list[FetchingMember]:
     return [m for m in grp.members if isinstance(m, FetchingMember) and m.open]
 
 
-def run_events(grp: Group, members: int, settle: float) -> Iterator[tuple[str, dict[str, Any]]]:
+def run_events(
+    grp: Group, members: int, settle: float, broker_cpu: Callable[[], float]
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Start ``members``, let them settle, then join, leave and kill -9 one at a time."""
     started = [grp.start() for _ in range(members)]
     first = time.time()
@@ -387,8 +406,8 @@ def run_events(grp: Group, members: int, settle: float) -> Iterator[tuple[str, d
             at = time.time()
             live[0].process.kill()
             survivors = expected = live[1:]
-        event = Event(name, at, before, survivors, expected)
-        figures = measure(grp, event, settle, quiet_from)
+        event = Event(name, at, before, survivors, expected, broker_cpu())
+        figures = measure(grp, event, settle, quiet_from, broker_cpu)
         if name == "join":
             figures["initial_join_s"] = _round(initial)
         yield name, {"members_before": len(live), **figures}
@@ -418,7 +437,7 @@ def run_protocol(
     with metadata_database(args.metadata, database) as database_url:
         extra = {**({"DATABASE_URL": database_url} if database_url else {}), **extra_protocol}
         settings = run_step(bench_env(work, extra), "bench.store", "settings")
-        with bench_broker(work, extra, cpu="1") as (port, _broker):
+        with bench_broker(work, extra, cpu="1") as (port, broker):
             os.sched_setaffinity(0, {0})  # members and producer are spawned from here
             if protocol == "consumer":
                 require_consumer_protocol(port)
@@ -451,7 +470,8 @@ def run_protocol(
                     member=FetchingMember,
                 ) as grp,
             ):
-                for name, figures in run_events(grp, args.members, args.settle):
+                cpu = functools.partial(cpu_seconds, broker.pid)
+                for name, figures in run_events(grp, args.members, args.settle, cpu):
                     results.append((name, common | figures))
             for name, row in results:
                 emit(f"rebalance_{name}", **row, produced=produced)
@@ -470,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metadata", choices=["auto", "postgres", "sqlite"], default="auto")
     args = parser.parse_args(argv)
     quick = {"protocols": "classic", "partitions": 60, "members": 4, "rate": 600}
-    full = {"protocols": "classic,consumer", "partitions": 900, "members": 10, "rate": 3000}
+    full = {"protocols": "classic,consumer", "partitions": 900, "members": 10, "rate": 2000}
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
