@@ -138,12 +138,12 @@ def fetching_member(conf: dict[str, Any], topic: str, conn: Connection) -> None:
                 conn.send(("error", time.time(), (str(exc.args[0]), True)))
                 break
             at = time.time()
-            got = set()
+            got: set[int] = set()
             for record in records:
                 if record.error():
                     conn.send(("error", at, (str(record.error()), False)))
-                else:
-                    got.add(record.partition())
+                elif (partition := record.partition()) is not None:
+                    got.add(partition)
             if got:
                 conn.send(("fetched", at, sorted(got)))
             now = sorted(tp.partition for tp in consumer.assignment())
@@ -373,6 +373,10 @@ def measure(
     }
 
 
+def has_subscribed(member: Member) -> bool:
+    return member.subscribed_at is not None
+
+
 def live_members(grp: Group) -> list[FetchingMember]:
     return [m for m in grp.members if isinstance(m, FetchingMember) and m.open]
 
@@ -395,7 +399,7 @@ def run_events(
         if name == "join":
             newcomer = grp.start()
             assert isinstance(newcomer, FetchingMember)
-            grp.wait_for(lambda m=newcomer: m.subscribed_at is not None)
+            grp.wait_for(functools.partial(has_subscribed, newcomer))
             at = newcomer.subscribed_at or time.time()
             survivors, expected = live, [*live, newcomer]
         elif name == "leave":
@@ -445,6 +449,7 @@ def run_protocol(
             topic = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
             admin = AdminClient(endpoint.confluent())
             perf.create_topics(admin, [NewTopic(topic, args.partitions, 1)], timeout=args.timeout)
+            del admin  # else its reconnect attempts fill standard error once the broker stops
             common = {
                 "protocol": protocol,
                 "metadata_store": "postgres" if "postgresql" in settings["engine"] else "sqlite",
@@ -488,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, help="seconds left alone before each event")
     parser.add_argument("--timeout", type=float, help="bound on every wait (s)")
     parser.add_argument("--metadata", choices=["auto", "postgres", "sqlite"], default="auto")
+    parser.add_argument("--keep", action="store_true", help="keep the brokers' logs and data")
     args = parser.parse_args(argv)
     quick = {"protocols": "classic", "partitions": 60, "members": 4, "rate": 600}
     full = {"protocols": "classic,consumer", "partitions": 900, "members": 10, "rate": 2000}
@@ -512,7 +518,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             done[protocol] = {name: row["done_s"] for name, row in results}
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"bench.rebalance: brokers' logs and data kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     if set(done) == set(PROTOCOLS):
         ratios = {
             f"{name}_ratio": _round(done["classic"][name] / done["consumer"][name])
