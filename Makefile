@@ -6,8 +6,8 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
-	bench-replication bench-streams bench-spark bench-console bench-browse bench-metadata chaos soak \
-	screenshots
+	bench-rebalance bench-replication bench-streams bench-spark bench-console bench-browse \
+	bench-metadata chaos soak screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ bench-metadata: install
 ## Consumer-group benchmark: rebalance times, offset-commit latency (metadata on local Postgres).
 bench-groups: install
 	$(PY) -m bench.groups
+
+## Rebalance benchmark: join, clean leave, kill -9 on 900 partitions, classic against KIP-848.
+bench-rebalance: install
+	$(PY) -m bench.rebalance
 
 ## Replication benchmark: acks=all RF 3 throughput, end-to-end latency, kill -9 failover (3 brokers).
 bench-replication: install

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing
 import os
 import shutil
 import sqlite3
@@ -35,144 +34,25 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench import perf
 from bench.common import bench_broker, bench_env, emit, metadata_database, run_step
+from bench.members import Group, group
 
 PARTITIONS = 12
 SESSION_TIMEOUT_MS = 6_000
 HEARTBEAT_INTERVAL_MS = 500
 COMMIT_PARTITIONS = 3
 COMMIT_RATE = 100  # commits per second
-MEMBER_LIFETIME_S = 300  # a member process never outlives this, whatever the parent does
 
 
-# --- members (child processes) ------------------------------------------------------------
-
-
-def _member(conf: dict[str, Any], topic: str, conn: Connection) -> None:
-    """One group member: subscribe, poll, report every assignment change; stop when told."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer(conf)
-    try:
-        conn.send(("subscribe", time.time(), []))
-        consumer.subscribe([topic])
-        last: list[int] | None = None
-        deadline = time.monotonic() + MEMBER_LIFETIME_S
-        while time.monotonic() < deadline and not conn.poll():
-            consumer.poll(0.01)
-            now = sorted(tp.partition for tp in consumer.assignment())
-            if now != last:
-                conn.send(("assigned", time.time(), now))
-                last = now
-    finally:
-        consumer.close()
-        conn.close()
-
-
-@dataclass
-class Member:
-    process: BaseProcess
-    conn: Connection
-    subscribed_at: float | None = None
-    assignment: list[int] | None = None
-    assigned_at: float = 0.0
-    open: bool = True
-
-
-class Group:
-    """Member processes of one consumer group, and what each last reported."""
-
-    def __init__(self, conf: dict[str, Any], topic: str, timeout: float) -> None:
-        self.conf = conf
-        self.topic = topic
-        self.timeout = timeout
-        self.members: list[Member] = []
-        self._mp = multiprocessing.get_context("spawn")
-
-    def start(self) -> Member:
-        ours, theirs = self._mp.Pipe()
-        conf = self.conf | {"client.id": f"bench-member-{len(self.members)}"}
-        process = self._mp.Process(target=_member, args=(conf, self.topic, theirs), daemon=True)
-        process.start()
-        theirs.close()
-        member = Member(process, ours)
-        self.members.append(member)
-        return member
-
-    def pump(self, seconds: float) -> None:
-        """Take in every report that arrives within ``seconds``."""
-        live = [m for m in self.members if m.open]
-        if not live:
-            time.sleep(seconds)
-            return
-        ready = wait([m.conn for m in live], seconds)
-        for member in live:
-            if member.conn not in ready:
-                continue
-            try:
-                while member.conn.poll():
-                    kind, at, partitions = member.conn.recv()
-                    if kind == "subscribe":
-                        member.subscribed_at = at
-                    else:
-                        member.assignment, member.assigned_at = partitions, at
-            except (EOFError, OSError):
-                member.open = False
-
-    def settle(self, seconds: float) -> None:
-        """Keep taking in reports for ``seconds`` (a pause with the group left alone)."""
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            self.pump(left)
-
-    def wait_for(self, done: Callable[[], bool]) -> bool:
-        deadline = time.monotonic() + self.timeout
-        while not done():
-            if time.monotonic() > deadline:
-                return False
-            self.pump(0.05)
-        return True
-
-    def wait_balanced(self, members: list[Member]) -> bool:
-        """Wait until ``members`` hold equal shares that together are every partition."""
-        each = PARTITIONS // len(members)
-
-        def balanced() -> bool:
-            held = [m.assignment for m in members]
-            return all(a is not None and len(a) == each for a in held) and sorted(
-                p for a in held for p in a or []
-            ) == list(range(PARTITIONS))
-
-        return self.wait_for(balanced)
-
-    def stop(self) -> None:
-        for m in self.members:
-            with contextlib.suppress(OSError):
-                m.conn.send("stop")
-        deadline = time.monotonic() + 15
-        for m in self.members:
-            m.process.join(max(0.1, deadline - time.monotonic()))
-            if m.process.is_alive():
-                m.process.kill()
-                m.process.join(5)
-            m.conn.close()
-
-
-@contextlib.contextmanager
-def _group(conf: dict[str, Any], topic: str, timeout: float) -> Iterator[Group]:
-    group = Group(conf | {"group.id": f"bench-{uuid.uuid4().hex[:12]}"}, topic, timeout)
-    try:
-        yield group
-    finally:
-        group.stop()
+def _group(
+    conf: dict[str, Any], topic: str, timeout: float
+) -> contextlib.AbstractContextManager[Group]:
+    return group(conf, topic, timeout, PARTITIONS)
 
 
 def _stable(group: Group, size: int) -> float | None:
