@@ -16,7 +16,14 @@ from control_plane.groups import lag, services
 from control_plane.groups.models import CommittedOffset, ConsumerGroup, LagSample
 from control_plane.groups.tasks import expire_offsets
 from control_plane.tenancy import services as tenancy_services
-from data_plane.groups.model import GroupRecord, GroupState, MemberRecord, OffsetRecord
+from data_plane.groups.model import (
+    ConsumerMemberRecord,
+    GroupRecord,
+    GroupState,
+    GroupType,
+    MemberRecord,
+    OffsetRecord,
+)
 
 pytestmark = pytest.mark.django_db
 SYSTEM = Actor.system()
@@ -53,6 +60,66 @@ def test_group_record_round_trips(tenant):
     assert loaded.state == GroupState.STABLE and loaded.generation == 4
     assert loaded.members[0].metadata == b"\x00\x01" and loaded.members[0].assignment == b"\x02"
     assert services.load_group(tenant.pk, "other") is None
+
+
+def consumer_record(tenant, topic_id: str):
+    """A KIP-848 group as the coordinator stores it: one member moving partition 2."""
+    return GroupRecord(
+        tenant_id=tenant.pk,
+        group_id="kip848",
+        state=GroupState.RECONCILING,
+        generation=6,
+        protocol_type="consumer",
+        protocol_name="uniform",
+        leader=None,
+        members=(),
+        state_since_ms=int(timezone.now().timestamp() * 1000),
+        group_type=GroupType.CONSUMER,
+        assignment_epoch=6,
+        consumer_members=(
+            ConsumerMemberRecord(
+                member_id="m-1",
+                instance_id="host-1",
+                rack_id=None,
+                client_id="app",
+                host="/10.0.0.1",
+                rebalance_timeout_ms=30_000,
+                subscribed_topic_names=("orders",),
+                subscribed_topic_regex="ord.*",
+                server_assignor=None,
+                member_epoch=5,
+                previous_member_epoch=4,
+                state="unrevoked_partitions",
+                assigned=((topic_id, (0, 1)),),
+                revoking=((topic_id, (2,)),),
+                target=((topic_id, (0, 1)),),
+                resolved=(("orders", topic_id, 3),),
+            ),
+        ),
+    )
+
+
+def test_consumer_group_record_round_trips_and_reads_by_topic_name(tenant):
+    topic_id = str(tenant.topics.get(name="orders").topic_id)
+    services.store_group(consumer_record(tenant, topic_id))
+    loaded = services.load_group(tenant.pk, "kip848")
+    assert loaded is not None
+    assert loaded.group_type == GroupType.CONSUMER and loaded.assignment_epoch == 6
+    assert loaded.consumer_members == consumer_record(tenant, topic_id).consumer_members
+    group = ConsumerGroup.objects.get(tenant=tenant, group_id="kip848")
+    detail = lag.describe(tenant, group)
+    assert (detail["group_type"], detail["generation"], detail["assignment_epoch"]) == (
+        "consumer",
+        6,
+        6,
+    )
+    [member] = detail["members"]
+    assert member["member_epoch"] == 5 and member["subscription_regex"] == "ord.*"
+    assert member["assignment"] == [{"topic": "orders", "partitions": [0, 1]}]
+    assert member["target_assignment"] == [{"topic": "orders", "partitions": [0, 1]}]
+    # The partitions it holds show it as their member in the offsets table.
+    owners = {o["partition"]: o["member_id"] for o in detail["offsets"]}
+    assert owners == {0: "m-1", 1: "m-1"}
 
 
 def test_offsets_upsert_in_one_request_and_read_back(tenant):

@@ -343,16 +343,42 @@ class GroupMemberSerializer(serializers.Serializer):
         help_text="topics the member subscribed to (null unless the protocol type is consumer)",
     )
     assignment = GroupAssignmentSerializer(
-        many=True, allow_null=True, help_text="partitions the leader assigned to the member"
+        many=True,
+        allow_null=True,
+        help_text="partitions the member holds (classic: as the group leader assigned them)",
+    )
+    subscription_regex = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="consumer groups: the regular expression the member subscribed with",
+    )
+    member_epoch = serializers.IntegerField(
+        required=False, help_text="consumer groups (KIP-848): the member's epoch"
+    )
+    target_assignment = GroupAssignmentSerializer(
+        many=True,
+        required=False,
+        help_text="consumer groups: what the coordinator's assignor gives the member; it "
+        "differs from the assignment while partitions move",
     )
 
 
 class GroupSummarySerializer(serializers.Serializer):
     group_id = serializers.CharField()
     state = serializers.CharField()
+    group_type = serializers.ChoiceField(
+        choices=["classic", "consumer"],
+        help_text="the rebalance protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848)",
+    )
     protocol_type = serializers.CharField()
-    protocol = serializers.CharField(help_text="the assignor the members agreed on")
-    generation = serializers.IntegerField()
+    protocol = serializers.CharField(
+        help_text="the assignor: agreed by the members (classic) or the coordinator's (consumer)"
+    )
+    generation = serializers.IntegerField(help_text="the generation; a consumer group's epoch")
+    assignment_epoch = serializers.IntegerField(
+        allow_null=True,
+        help_text="consumer groups: the group epoch of the target assignment (null: classic)",
+    )
     member_count = serializers.IntegerField()
     state_changed_at = serializers.DateTimeField()
     partition_count = serializers.IntegerField()

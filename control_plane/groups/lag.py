@@ -35,7 +35,7 @@ from django.utils import timezone
 from control_plane.catalog.brokers import KafkaClientError, broker_client
 from control_plane.catalog.models import Topic
 from control_plane.core.errors import InvalidInput, Unavailable
-from control_plane.groups.models import CommittedOffset, ConsumerGroup, LagSample
+from control_plane.groups.models import CommittedOffset, ConsumerGroup, GroupType, LagSample
 from control_plane.tenancy.models import Tenant
 from data_plane.client import EARLIEST, LATEST, ClusterClient
 from data_plane.groups.consumer_protocol import (
@@ -241,7 +241,50 @@ class Brokers:
 # --- members ---------------------------------------------------------------------------------
 
 
-def _decoded_member(group: ConsumerGroup, member: dict[str, Any]) -> dict[str, Any]:
+def _topic_names(group: ConsumerGroup) -> dict[str, str]:
+    """Topic id (str) -> name, for the ids a consumer-protocol group's members hold."""
+    ids = {
+        t
+        for m in group.members
+        for key in ("assigned", "target")
+        for t, _ in m.get(key) or []
+    }
+    if not ids:
+        return {}
+    rows = Topic.objects.filter(tenant_id=group.tenant_id, topic_id__in=ids)
+    return {str(t.topic_id): t.name for t in rows}
+
+
+def _by_name(parts: list[Any], names: dict[str, str]) -> list[dict[str, Any]]:
+    """[[topic id, [partition...]]...] as [{topic, partitions}] (ids of deleted topics go)."""
+    out = [
+        {"topic": names[str(t)], "partitions": sorted(int(p) for p in ps)}
+        for t, ps in parts or []
+        if str(t) in names
+    ]
+    return sorted(out, key=lambda a: a["topic"])
+
+
+def _consumer_member(member: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """A KIP-848 member: its subscription, epoch, and current and target assignments."""
+    return {
+        "member_id": member["member_id"],
+        "group_instance_id": member.get("instance_id"),
+        "client_id": member.get("client_id", ""),
+        "host": member.get("host", ""),
+        "subscription": sorted(member.get("subscribed_topic_names") or []),
+        "subscription_regex": member.get("subscribed_topic_regex"),
+        "assignment": _by_name(member.get("assigned"), names),
+        "member_epoch": member.get("member_epoch"),
+        "target_assignment": _by_name(member.get("target"), names),
+    }
+
+
+def _decoded_member(
+    group: ConsumerGroup, member: dict[str, Any], names: dict[str, str] | None = None
+) -> dict[str, Any]:
+    if group.group_type == GroupType.CONSUMER:
+        return _consumer_member(member, names if names is not None else _topic_names(group))
     out: dict[str, Any] = {
         "member_id": member["member_id"],
         "group_instance_id": member.get("instance_id"),
@@ -293,11 +336,14 @@ class _GroupView:
 def _group_view(
     group: ConsumerGroup, visible: Visible, rows: list[CommittedOffset] | None = None
 ) -> _GroupView:
-    members = [_decoded_member(group, m) for m in group.members]
+    names = _topic_names(group) if group.group_type == GroupType.CONSUMER else None
+    members = [_decoded_member(group, m, names) for m in group.members]
     owner: dict[TopicPartition, dict[str, Any]] = {}
     for m in members:
         if m["subscription"] is not None:
             m["subscription"] = [t for t in m["subscription"] if visible(t)]
+        if m.get("target_assignment") is not None:
+            m["target_assignment"] = [a for a in m["target_assignment"] if visible(a["topic"])]
         if m["assignment"] is not None:
             m["assignment"] = [a for a in m["assignment"] if visible(a["topic"])]
             for a in m["assignment"]:
@@ -380,9 +426,13 @@ def summary_fields(group: ConsumerGroup, offsets: list[dict[str, Any]]) -> dict[
     return {
         "group_id": group.group_id,
         "state": group.state,
+        "group_type": group.group_type,
         "protocol_type": group.protocol_type,
         "protocol": group.protocol,
         "generation": group.generation,
+        "assignment_epoch": group.assignment_epoch
+        if group.group_type == GroupType.CONSUMER
+        else None,
         "member_count": len(group.members),
         "state_changed_at": group.state_changed_at,
         "partition_count": len(offsets),

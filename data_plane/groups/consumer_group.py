@@ -39,20 +39,31 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 from data_plane.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
-from data_plane.groups.clock import Clock, TimerHandle
-from data_plane.groups.coordinator import Group, GroupCoordinator, GroupError
-from data_plane.groups.model import (
-    ConsumerMemberRecord,
-    GroupRecord,
-    GroupState,
-    GroupType,
-    OffsetRecord,
-    TopicPartitions,
+from data_plane.groups.clock import Clock
+from data_plane.groups.consumer_state import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    STABLE,
+    STATIC_LEAVE_EPOCH,
+    UNRELEASED,
+    UNREVOKED,
+    ConsumerConfig,
+    ConsumerGroup,
+    ConsumerMember,
+    HeartbeatAnswer,
+    Parts,
+    Resolved,
+    Resolver,
+    from_record,
+    intersect,
+    minus,
+    owns_only,
+    still_owns,
 )
+from data_plane.groups.coordinator import Group, GroupCoordinator, GroupError
+from data_plane.groups.model import GroupRecord, GroupState, OffsetRecord
 from data_plane.protocol.errors import ErrorCode
 
 logger = logging.getLogger("millrace.groups")
@@ -60,160 +71,16 @@ logger = logging.getLogger("millrace.groups")
 E = ErrorCode
 S = GroupState
 
-JOIN_EPOCH = 0
-LEAVE_EPOCH = -1
-STATIC_LEAVE_EPOCH = -2
-
-STABLE = "stable"
-UNREVOKED = "unrevoked_partitions"
-UNRELEASED = "unreleased_partitions"
-
-# topic id (str) -> partitions
-Parts = dict[str, frozenset[int]]
-# What a member's subscription resolves to: topic name -> (topic id, partition count).
-Resolved = dict[str, tuple[str, int]]
-# (subscribed names, compiled regex or None) -> the topics they name now, for one member
-Resolver = Callable[[tuple[str, ...], "re.Pattern[str] | None"], Resolved]
-
-
-@dataclass(frozen=True)
-class ConsumerConfig:
-    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
-    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
-    max_size: int = 1_000  # group.consumer.max.size
-
-
-@dataclass(frozen=True)
-class HeartbeatAnswer:
-    member_id: str
-    member_epoch: int
-    heartbeat_interval_ms: int
-    assignment: Parts | None  # None: unchanged since the member last heard it
-
-
-@dataclass
-class ConsumerMember:
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    host: str = ""
-    rebalance_timeout_ms: int = 300_000
-    subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    state: str = STABLE
-    assigned: Parts = field(default_factory=dict)
-    revoking: Parts = field(default_factory=dict)
-    topics: Resolved = field(default_factory=dict)
-    expiry: TimerHandle | None = None
-    revocation_timer: TimerHandle | None = None
-
-    def owned(self) -> set[tuple[str, int]]:
-        return {
-            (t, p)
-            for parts in (self.assigned, self.revoking)
-            for t, ps in parts.items()
-            for p in ps
-        }
-
-
-@dataclass
-class ConsumerGroup:
-    tenant_id: int
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignor: str = DEFAULT_ASSIGNOR
-    members: dict[str, ConsumerMember] = field(default_factory=dict)
-    static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    target: dict[str, Parts] = field(default_factory=dict)  # member id -> its target
-    owners: dict[tuple[str, int], str] = field(default_factory=dict)  # partition -> member
-    state_since_ms: int = 0
-    last_state: GroupState = S.EMPTY
-    version: int = 0
-    persisted: int = 0
-    writer: asyncio.Task[None] | None = None
-
-    @property
-    def state(self) -> GroupState:
-        if not self.members:
-            return S.EMPTY
-        if self.group_epoch > self.assignment_epoch:
-            return S.ASSIGNING
-        for m in self.members.values():
-            if m.member_epoch != self.assignment_epoch or m.state != STABLE:
-                return S.RECONCILING
-        return S.STABLE
-
-    def record(self) -> GroupRecord:
-        return GroupRecord(
-            tenant_id=self.tenant_id,
-            group_id=self.group_id,
-            state=self.state,
-            generation=self.group_epoch,
-            protocol_type="consumer",
-            protocol_name=self.assignor,
-            leader=None,
-            members=(),
-            state_since_ms=self.state_since_ms,
-            group_type=GroupType.CONSUMER,
-            assignment_epoch=self.assignment_epoch,
-            consumer_members=tuple(
-                ConsumerMemberRecord(
-                    member_id=m.member_id,
-                    instance_id=m.instance_id,
-                    rack_id=m.rack_id,
-                    client_id=m.client_id,
-                    host=m.host,
-                    rebalance_timeout_ms=m.rebalance_timeout_ms,
-                    subscribed_topic_names=m.subscribed_topic_names,
-                    subscribed_topic_regex=m.subscribed_topic_regex,
-                    server_assignor=m.server_assignor,
-                    member_epoch=m.member_epoch,
-                    previous_member_epoch=m.previous_member_epoch,
-                    state=m.state,
-                    assigned=to_record(m.assigned),
-                    revoking=to_record(m.revoking),
-                    target=to_record(self.target.get(m.member_id, {})),
-                    resolved=tuple(sorted((n, t, c) for n, (t, c) in m.topics.items())),
-                )
-                for m in self.members.values()
-            ),
-        )
-
-
-def to_record(parts: Mapping[str, frozenset[int]]) -> TopicPartitions:
-    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(parts.items()) if ps)
-
-
-def from_record(parts: TopicPartitions) -> Parts:
-    return {t: frozenset(ps) for t, ps in parts if ps}
-
-
-def _minus(a: Parts, b: Mapping[str, frozenset[int]]) -> Parts:
-    out = {t: ps - b.get(t, frozenset()) for t, ps in a.items()}
-    return {t: ps for t, ps in out.items() if ps}
-
-
-def _and(a: Parts, b: Mapping[str, frozenset[int]]) -> Parts:
-    out = {t: ps & b.get(t, frozenset()) for t, ps in a.items()}
-    return {t: ps for t, ps in out.items() if ps}
-
-
-def _overlaps(a: Parts | None, b: Parts) -> bool:
-    """Whether the member still reports any of ``b`` (None: it did not say, so it may)."""
-    if a is None:
-        return True
-    return any(a.get(t, frozenset()) & ps for t, ps in b.items())
-
-
-def _subset(a: Parts | None, b: Parts) -> bool:
-    if a is None:
-        return False
-    return all(ps <= b.get(t, frozenset()) for t, ps in a.items())
+__all__ = [
+    "ConsumerConfig",
+    "ConsumerGroup",
+    "ConsumerGroupCoordinator",
+    "ConsumerMember",
+    "HeartbeatAnswer",
+    "Parts",
+    "Resolved",
+    "Resolver",
+]
 
 
 class ConsumerGroupCoordinator:
@@ -633,7 +500,7 @@ class ConsumerGroupCoordinator:
                 "must abandon all its partitions and rejoin.",
             )
         if member_epoch < member.member_epoch and (
-            member_epoch != member.previous_member_epoch or not _subset(owned, member.assigned)
+            member_epoch != member.previous_member_epoch or not owns_only(owned, member.assigned)
         ):
             raise GroupError(
                 E.FENCED_MEMBER_EPOCH,
@@ -741,7 +608,7 @@ class ConsumerGroupCoordinator:
                 return
             self._next(group, member, member.member_epoch, owned)
         elif member.state == UNREVOKED:
-            if _overlaps(owned, member.revoking):
+            if still_owns(owned, member.revoking):
                 return
             self._next(group, member, member.member_epoch + 1, owned)
         else:
@@ -751,9 +618,9 @@ class ConsumerGroupCoordinator:
         self, group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Parts | None
     ) -> None:
         target = group.target.get(member.member_id, {})
-        keep = _and(member.assigned, target)
-        revoke = _minus(member.assigned, keep)
-        wanted = _minus(target, keep)
+        keep = intersect(member.assigned, target)
+        revoke = minus(member.assigned, keep)
+        wanted = minus(target, keep)
         free: Parts = {}
         unreleased = False
         for topic, parts in wanted.items():
@@ -767,7 +634,7 @@ class ConsumerGroupCoordinator:
                 free[topic] = available
         was_unrevoked = member.state == UNREVOKED
         epoch = min(epoch, group.assignment_epoch)
-        if revoke and _overlaps(owned, revoke):
+        if revoke and still_owns(owned, revoke):
             # Give up what moves first; keep the rest, and the epoch.
             member.state = UNREVOKED
             self._set_partitions(group, member, keep, revoke)

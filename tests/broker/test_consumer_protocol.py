@@ -7,13 +7,22 @@ import threading
 import time
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
+from control_plane.core.actor import Actor
+from control_plane.groups import lag
+from control_plane.groups.models import ConsumerGroup
+from control_plane.tenancy import services as tenancy_services
+from control_plane.tenancy.models import Role, Tenant
 from tests.broker.conftest import _brokers, confluent_conf
 from tests.broker.test_clients import confluent_create, topic_name
+from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
 HEARTBEAT_MS = 300
+SYSTEM = Actor.system()
 
 
 @pytest.fixture(scope="module")
@@ -262,5 +271,22 @@ def test_admin_client_describes_and_lists_consumer_groups(kafka):
         other = AdminClient(confluent_conf(kafka, kafka.admin_b))
         theirs = other.list_consumer_groups().result(30)
         assert group not in {g.group_id for g in theirs.valid}
+        # The console shows the group's epochs and each member's epoch and assignment,
+        # as the coordinator stored them.
+        tenant = Tenant.objects.get(slug=kafka.tenant_a)
+        stored = ConsumerGroup.objects.get(tenant=tenant, group_id=group)
+        assert stored.group_type == "consumer"
+        [member] = lag.describe(tenant, stored)["members"]
+        assert member["member_epoch"] == stored.generation
+        assert member["assignment"] == [{"topic": name, "partitions": [0, 1, 2]}]
+        viewer = make_user(f"viewer-{name}")
+        tenancy_services.add_member(SYSTEM, tenant, user=viewer, role=Role.VIEWER)
+        browser = Client()
+        browser.force_login(viewer)
+        page = browser.get(reverse("frontend:group", args=[tenant.slug, group]))
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert 'id="assignment-epoch"' in html and "consumer (KIP-848)" in html
+        assert f"{name}</span>: 0, 1, 2" in html
     finally:
         a.close()
