@@ -243,12 +243,7 @@ class Brokers:
 
 def _topic_names(group: ConsumerGroup) -> dict[str, str]:
     """Topic id (str) -> name, for the ids a consumer-protocol group's members hold."""
-    ids = {
-        t
-        for m in group.members
-        for key in ("assigned", "target")
-        for t, _ in m.get(key) or []
-    }
+    ids = {t for m in group.members for key in ("assigned", "target") for t, _ in m.get(key) or []}
     if not ids:
         return {}
     rows = Topic.objects.filter(tenant_id=group.tenant_id, topic_id__in=ids)

@@ -67,6 +67,10 @@ def _consumer_member(m: dict[str, Any]) -> ConsumerMemberRecord:
         revoking=_parts(m.get("revoking")),
         target=_parts(m.get("target")),
         resolved=tuple((str(n), str(t), int(c)) for n, t, c in m.get("resolved", ())),
+        classic_protocols=None
+        if m.get("classic_protocols") is None
+        else tuple((str(n), base64.b64decode(d)) for n, d in m["classic_protocols"]),
+        classic_session_timeout_ms=int(m.get("classic_session_timeout_ms", 0)),
     )
 
 
@@ -88,6 +92,10 @@ def _consumer_member_json(m: ConsumerMemberRecord) -> dict[str, Any]:
         "revoking": [[t, list(ps)] for t, ps in m.revoking],
         "target": [[t, list(ps)] for t, ps in m.target],
         "resolved": [list(r) for r in m.resolved],
+        "classic_protocols": None
+        if m.classic_protocols is None
+        else [[n, _b64(d)] for n, d in m.classic_protocols],
+        "classic_session_timeout_ms": m.classic_session_timeout_ms,
     }
 
 

@@ -41,6 +41,7 @@ import re
 import uuid
 
 from data_plane.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
+from data_plane.groups.classic_members import ClassicMembers
 from data_plane.groups.clock import Clock
 from data_plane.groups.consumer_state import (
     JOIN_EPOCH,
@@ -83,7 +84,7 @@ __all__ = [
 ]
 
 
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(ClassicMembers):
     """KIP-848 groups, beside the classic coordinator whose store, clock and group table
     it shares: a group id names one group of either type (an empty group changes type
     when a member of the other protocol joins it)."""
@@ -92,6 +93,7 @@ class ConsumerGroupCoordinator:
         self.classic = classic
         self.config = config
         classic.restore_consumer = self._restore
+        classic.modern = self
 
     @property
     def clock(self) -> Clock:
@@ -99,12 +101,19 @@ class ConsumerGroupCoordinator:
 
     # --- loading --------------------------------------------------------------------------
 
-    async def group(self, tenant_id: int, group_id: str, *, create: bool) -> ConsumerGroup:
+    async def group(
+        self, tenant_id: int, group_id: str, *, create: bool, resolve: Resolver | None = None
+    ) -> ConsumerGroup:
+        """The consumer group; with ``create`` (a member joining), a new one, or an empty
+        classic group of that id turned into one, or a classic group with members upgraded
+        online (needs ``resolve``)."""
         found = await self.classic.load(tenant_id, group_id)
         if isinstance(found, ConsumerGroup):
             return found
         if isinstance(found, Group) and (found.members or found.pending):
-            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if not create or resolve is None or not found.members:
+                raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            return self.upgrade(found, resolve)
         if not create:
             raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         key = (tenant_id, group_id)
@@ -141,6 +150,10 @@ class ConsumerGroupCoordinator:
                 assigned=from_record(m.assigned),
                 revoking=from_record(m.revoking),
                 topics={n: (t, c) for n, t, c in m.resolved},
+                classic_protocols=None
+                if m.classic_protocols is None
+                else list(m.classic_protocols),
+                classic_session_timeout_ms=m.classic_session_timeout_ms,
             )
             group.members[member.member_id] = member
             group.target[member.member_id] = from_record(m.target)
@@ -204,8 +217,10 @@ class ConsumerGroupCoordinator:
     def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.expiry is not None:
             member.expiry.cancel()
+        # A classic member keeps the session timeout it asked for in JoinGroup.
+        timeout_ms = member.classic_session_timeout_ms or self.config.session_timeout_ms
         member.expiry = self.clock.call_later(
-            self.config.session_timeout_ms / 1000, self._expire, group, member.member_id
+            timeout_ms / 1000, self._expire, group, member.member_id
         )
 
     def _expire(self, group: ConsumerGroup, member_id: str) -> None:
@@ -265,7 +280,8 @@ class ConsumerGroupCoordinator:
             reason,
             group.group_epoch,
         )
-        self._changed(group)
+        if member.classic or not self.maybe_downgrade(group):
+            self._changed(group)
 
     # --- ConsumerGroupHeartbeat -----------------------------------------------------------
 
@@ -301,7 +317,9 @@ class ConsumerGroupCoordinator:
             owned,
             client_member_id,
         )
-        group = await self.group(tenant_id, group_id, create=member_epoch == JOIN_EPOCH)
+        group = await self.group(
+            tenant_id, group_id, create=member_epoch == JOIN_EPOCH, resolve=resolve
+        )
         if not member_id:
             member_id = str(uuid.uuid4())  # v0: the coordinator names new members
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -669,6 +687,14 @@ class ConsumerGroupCoordinator:
                 E.UNKNOWN_MEMBER_ID,
                 f"Member {member_id} is not a member of group {group.group_id}.",
             )
+        if member.classic:
+            if member_epoch != member.member_epoch:
+                raise GroupError(
+                    E.ILLEGAL_GENERATION,
+                    f"The received generation id {member_epoch} does not match the expected "
+                    f"member epoch {member.member_epoch}.",
+                )
+            return
         if api_version < 9:
             raise GroupError(
                 E.UNSUPPORTED_VERSION,

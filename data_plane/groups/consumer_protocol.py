@@ -138,7 +138,8 @@ def encode_subscription(topics: list[str], user_data: bytes | None = None) -> by
     )
 
 
-def encode_assignment(partitions: dict[str, list[int]]) -> bytes:
-    """A v0 assignment (tests and tools)."""
+def encode_assignment(partitions: dict[str, list[int]], version: int = 0) -> bytes:
+    """An assignment (v0-3 share one layout; the coordinator answers a classic member of a
+    consumer group in the version of its subscription, as Kafka does)."""
     parts = tuple((t, tuple(p)) for t, p in partitions.items())
-    return struct.pack(">h", 0) + _partitions(parts) + struct.pack(">i", -1)
+    return struct.pack(">h", version) + _partitions(parts) + struct.pack(">i", -1)

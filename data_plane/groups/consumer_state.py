@@ -76,8 +76,16 @@ class ConsumerMember:
     assigned: Parts = field(default_factory=dict)
     revoking: Parts = field(default_factory=dict)
     topics: Resolved = field(default_factory=dict)
+    # A member that joined with JoinGroup (classic protocol) into a consumer group: the
+    # protocols it offered (name, subscription bytes) and its session timeout.
+    classic_protocols: list[tuple[str, bytes]] | None = None
+    classic_session_timeout_ms: int = 0
     expiry: TimerHandle | None = None
     revocation_timer: TimerHandle | None = None
+
+    @property
+    def classic(self) -> bool:
+        return self.classic_protocols is not None
 
     def owned(self) -> set[tuple[str, int]]:
         return {
@@ -147,6 +155,10 @@ class ConsumerGroup:
                     revoking=to_record(m.revoking),
                     target=to_record(self.target.get(m.member_id, {})),
                     resolved=tuple(sorted((n, t, c) for n, (t, c) in m.topics.items())),
+                    classic_protocols=None
+                    if m.classic_protocols is None
+                    else tuple(m.classic_protocols),
+                    classic_session_timeout_ms=m.classic_session_timeout_ms,
                 )
                 for m in self.members.values()
             ),

@@ -203,6 +203,9 @@ class GroupCoordinator:
         # group id names one group, of either type, so both tables are loaded together.
         self.consumer_groups: dict[tuple[int, str], Any] = {}
         self.restore_consumer: Callable[[GroupRecord], Any] | None = None
+        # The consumer coordinator (data_plane.groups.consumer_group), which answers the
+        # classic APIs for members of a consumer group (online upgrade); set by it.
+        self.modern: Any = None
         self._loading: dict[tuple[int, str], asyncio.Lock] = {}
 
     # --- loading ------------------------------------------------------------------------
@@ -251,6 +254,41 @@ class GroupCoordinator:
         group = Group(tenant_id, group_id, state_since_ms=self.clock.wall_ms())
         self.groups[key] = group
         return group
+
+    async def _consumer_group(self, tenant_id: int, group_id: str) -> Any:
+        """The group if it is a consumer group with members (whose classic members the
+        consumer coordinator answers), else None."""
+        found = await self.load(tenant_id, group_id)
+        if found is None or isinstance(found, Group) or self.modern is None:
+            return None
+        return found if found.members else None
+
+    def retire(self, group: Group) -> None:
+        """Hand a group over to the consumer protocol (online upgrade): its timers stop,
+        and members waiting on JoinGroup or SyncGroup are told to rejoin."""
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        for handle in group.pending.values():
+            handle.cancel()
+        for m in group.members.values():
+            if m.expiry is not None:
+                m.expiry.cancel()
+            _result(m.join_future, {"error_code": E.REBALANCE_IN_PROGRESS})
+            _result(m.sync_future, E.REBALANCE_IN_PROGRESS)
+        self.groups.pop((group.tenant_id, group.group_id), None)
+
+    def adopt(self, group: Group, reason: str, after: asyncio.Task[None] | None = None) -> None:
+        """Take a group back from the consumer protocol (online downgrade): its members
+        keep their sessions and rejoin in a rebalance. ``after``: the consumer group's
+        store write still running, which this group's first write waits for (the record
+        stored last must be this one)."""
+        self.groups[(group.tenant_id, group.group_id)] = group
+        group.writer = asyncio.get_running_loop().create_task(
+            self.write_after(after, self._write(group))
+        )
+        for m in group.members.values():
+            self._touch(group, m)
+        self._prepare_rebalance(group, reason)
 
     def _restore(self, r: GroupRecord) -> Group:
         group = Group(
@@ -302,6 +340,16 @@ class GroupCoordinator:
         group.version += 1
         if group.writer is None or group.writer.done():
             group.writer = asyncio.get_running_loop().create_task(self._write(group))
+
+    @staticmethod
+    async def write_after(previous: asyncio.Task[None] | None, write: Awaitable[None]) -> None:
+        """Run ``write`` (a group's store writer) once ``previous`` (the writer of the
+        group object it replaces, for the same group id) is done: when a group changes
+        protocol, the record stored last is the new one."""
+        if previous is not None and not previous.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(previous)
+        await write
 
     async def _write(self, group: Group) -> None:
         failures = 0
@@ -428,7 +476,7 @@ class GroupCoordinator:
             self._set_state(group, S.EMPTY)
             self._changed(group)
             return
-        group.protocol_name = self._choose_protocol(group)
+        group.protocol_name = self.choose_protocol(group)
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
         self._set_state(group, S.COMPLETING_REBALANCE)
@@ -464,7 +512,7 @@ class GroupCoordinator:
         }
 
     @staticmethod
-    def _choose_protocol(group: Group) -> str:
+    def choose_protocol(group: Group) -> str:
         """Each member votes for its most preferred protocol that every member supports."""
         members = list(group.members.values())
         common = set(members[0].protocol_names)
@@ -524,7 +572,10 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
+        resolve: Callable[..., Any] | None = None,
     ) -> dict[str, Any]:
+        """``resolve``: what a subscription names in the tenant (the consumer coordinator's
+        ``Resolver``), for a member joining a consumer group with the classic protocol."""
         if not group_id:
             raise GroupError(E.INVALID_GROUP_ID, "group id must not be empty")
         c = self.config
@@ -541,6 +592,22 @@ class GroupCoordinator:
             )
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: Kafka uses the session timeout
             rebalance_timeout_ms = session_timeout_ms
+        modern = await self._consumer_group(tenant_id, group_id)
+        if modern is not None and resolve is not None:
+            answer: dict[str, Any] = await self.modern.classic_join(
+                modern,
+                member_id=member_id,
+                instance_id=instance_id,
+                client_id=client_id,
+                host=host,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                protocol_type=protocol_type,
+                protocols=protocols,
+                require_known_member_id=require_known_member_id,
+                resolve=resolve,
+            )
+            return answer
         group = await self.group(tenant_id, group_id, create=True)
         assert group is not None
         if group.state == S.DEAD:
@@ -743,6 +810,17 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: list[tuple[str, bytes]],
     ) -> tuple[bytes, str | None, str | None]:
+        modern = await self._consumer_group(tenant_id, group_id)
+        if modern is not None:
+            synced: tuple[bytes, str | None, str | None] = await self.modern.classic_sync(
+                modern,
+                member_id=member_id,
+                instance_id=instance_id,
+                generation=generation,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+            )
+            return synced
         found = await self.group(tenant_id, group_id, create=False)
         group, member = self._member(found, member_id, instance_id, generation)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -799,6 +877,12 @@ class GroupCoordinator:
         instance_id: str | None,
         generation: int,
     ) -> None:
+        modern = await self._consumer_group(tenant_id, group_id)
+        if modern is not None:
+            await self.modern.classic_heartbeat(
+                modern, member_id=member_id, instance_id=instance_id, generation=generation
+            )
+            return
         found = await self.group(tenant_id, group_id, create=False)
         group, member = self._member(found, member_id, instance_id, generation)
         self._touch(group, member)
@@ -808,6 +892,10 @@ class GroupCoordinator:
     async def leave(
         self, tenant_id: int, group_id: str, members: list[tuple[str, str | None]]
     ) -> list[ErrorCode]:
+        modern = await self._consumer_group(tenant_id, group_id)
+        if modern is not None:
+            codes: list[ErrorCode] = self.modern.classic_leave(modern, members)
+            return codes
         group = await self.group(tenant_id, group_id, create=False)
         out = []
         for member_id, instance_id in members:

@@ -64,6 +64,10 @@ class ConsumerMemberRecord:
     target: TopicPartitions
     # What the subscription named when last resolved: (topic name, topic id, partitions).
     resolved: tuple[tuple[str, str, int], ...] = ()
+    # A classic-protocol member of a consumer group (during an online upgrade): the
+    # protocols it joined with (name, metadata) and its session timeout.
+    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+    classic_session_timeout_ms: int = 0
 
 
 @dataclass(frozen=True)

@@ -290,3 +290,80 @@ def test_admin_client_describes_and_lists_consumer_groups(kafka):
         assert f"{name}</span>: 0, 1, 2" in html
     finally:
         a.close()
+
+
+def classic_consumer(kafka, group, **extra):
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        confluent_conf(
+            kafka,
+            kafka.admin_a,
+            **{
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 300,
+                "partition.assignment.strategy": "cooperative-sticky",
+                **extra,
+            },
+        )
+    )
+
+
+def test_an_online_upgrade_and_downgrade_lose_nothing(kafka):
+    """A running classic group (cooperative-sticky) gets a consumer-protocol member: the
+    group becomes a consumer group with both kinds of member; when that member leaves, it
+    is a classic group again. Every record is consumed and commits never move back."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    name = topic_name("kip848-mixed")
+    confluent_create(kafka, kafka.admin_a, name, partitions=6)
+    group = f"g-{name}"
+    old = [classic_consumer(kafka, group) for _ in range(2)]
+    for c in old:
+        c.subscribe([name])
+    new = None
+    try:
+        wait_assigned(old, [3, 3])
+        produce(kafka, name, 60, 6)
+        seen = drain(old, 60)
+        assert sorted(seen[0] + seen[1]) == list(range(60))
+        for c in old:
+            c.commit(asynchronous=False)
+        admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+
+        def group_type():
+            [listing] = [
+                g for g in admin.list_consumer_groups().result(30).valid if g.group_id == group
+            ]
+            return listing.type.name
+
+        assert group_type() == "CLASSIC"
+        new = consumer(kafka, group)
+        new.subscribe([name])
+        wait_assigned([*old, new], [2, 2, 2], seconds=45)
+        assert group_type() == "CONSUMER"
+        produce(kafka, name, 60, 6, start=60)
+        seen = drain([*old, new], 60)
+        assert sorted(v for vs in seen.values() for v in vs) == list(range(60, 120))
+        for c in (*old, new):
+            c.commit(asynchronous=False)
+        new.close()
+        new = None
+        wait_assigned(old, [3, 3], seconds=45)
+        assert group_type() == "CLASSIC"
+        produce(kafka, name, 60, 6, start=120)
+        seen = drain(old, 60)
+        assert sorted(seen[0] + seen[1]) == list(range(120, 180))
+        for c in old:
+            c.commit(asynchronous=False)
+        committed = old[0].committed([TopicPartition(name, p) for p in range(6)], timeout=10)
+        assert [tp.offset for tp in committed] == [30] * 6
+    finally:
+        for c in old:
+            c.close()
+        if new is not None:
+            new.close()

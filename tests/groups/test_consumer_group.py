@@ -20,7 +20,14 @@ from data_plane.groups.consumer_group import (
     ConsumerGroupCoordinator,
     HeartbeatAnswer,
 )
-from data_plane.groups.coordinator import CoordinatorConfig, GroupCoordinator, GroupError
+from data_plane.groups.consumer_protocol import decode_assignment, encode_assignment
+from data_plane.groups.coordinator import (
+    CoordinatorConfig,
+    Group,
+    GroupCoordinator,
+    GroupError,
+    Member,
+)
 from data_plane.groups.model import GroupState, GroupType, OffsetRecord
 from data_plane.protocol.errors import ErrorCode
 from tests.groups.test_coordinator_clock import MemoryGroupStore, call
@@ -459,3 +466,164 @@ def test_range_co_partitions():
     out = r.assign(subs, {ORDERS: 5, REFUNDS: 5}, {})
     assert out["a"] == {ORDERS: frozenset({0, 1, 2}), REFUNDS: frozenset({0, 1, 2})}
     assert out["b"] == {ORDERS: frozenset({3, 4}), REFUNDS: frozenset({3, 4})}
+
+
+# --- online upgrade and downgrade ----------------------------------------------------------
+
+
+def subscription_v1(topics: list[str], owned: dict[str, list[int]]) -> bytes:
+    """A cooperative client's subscription: v1 carries the partitions it owns."""
+    import struct
+
+    def s(x: str) -> bytes:
+        return struct.pack(">h", len(x)) + x.encode()
+
+    out = struct.pack(">hi", 1, len(topics)) + b"".join(s(t) for t in topics)
+    out += struct.pack(">i", -1)  # no user data
+    out += struct.pack(">i", len(owned))
+    for t, ps in owned.items():
+        out += s(t) + struct.pack(f">i{len(ps)}i", len(ps), *ps)
+    return out
+
+
+def classic_group(w: World, generation: int = 3) -> Group:
+    """A Stable classic group of two cooperative members, 0-2 and 3-5 of orders."""
+    group = Group(
+        TENANT,
+        GROUP,
+        state=S.STABLE,
+        generation=generation,
+        protocol_type="consumer",
+        protocol_name="cooperative-sticky",
+        leader="m1",
+    )
+    for name, parts in (("m1", [0, 1, 2]), ("m2", [3, 4, 5])):
+        group.members[name] = Member(
+            name,
+            None,
+            "old-app",
+            "/10.0.0.9",
+            6_000,
+            10_000,
+            "consumer",
+            [("cooperative-sticky", subscription_v1(["orders"], {"orders": parts}))],
+            assignment=encode_assignment({"orders": parts}, 1),
+        )
+    w.classic.groups[(TENANT, GROUP)] = group
+    return group
+
+
+async def classic_join(w: World, member_id: str, owned: list[int]) -> dict[str, Any]:
+    return await w.classic.join(
+        TENANT,
+        GROUP,
+        member_id=member_id,
+        instance_id=None,
+        client_id="old-app",
+        host="/10.0.0.9",
+        session_timeout_ms=6_000,
+        rebalance_timeout_ms=10_000,
+        protocol_type="consumer",
+        protocols=[("cooperative-sticky", subscription_v1(["orders"], {"orders": owned}))],
+        require_known_member_id=True,
+        resolve=w.resolve,
+    )
+
+
+async def classic_sync(w: World, member_id: str, generation: int) -> list[int]:
+    raw, _, name = await w.classic.sync(
+        TENANT,
+        GROUP,
+        member_id=member_id,
+        instance_id=None,
+        generation=generation,
+        protocol_type="consumer",
+        protocol_name="cooperative-sticky",
+        assignments=[],
+    )
+    assert name == "cooperative-sticky"
+    return sorted(p for _, ps in decode_assignment(raw).partitions for p in ps)
+
+
+def test_a_consumer_member_upgrades_a_classic_group_online_and_back():
+    async def scenario(w: World) -> None:
+        classic_group(w)
+        # A consumer-protocol member joins the running classic group: it is upgraded, the
+        # classic members keep their partitions (epoch = their generation).
+        c = await w.beat("c", 0)
+        g = await w.group()
+        assert g.group_epoch == 4 and c.member_epoch == 4 and parts(c) == {}
+        assert g.members["m1"].assigned == {ORDERS: frozenset({0, 1, 2})}
+        # Their heartbeats say: rejoin.
+        for m in ("m1", "m2"):
+            with pytest.raises(GroupError) as err:
+                await w.classic.heartbeat(
+                    TENANT, GROUP, member_id=m, instance_id=None, generation=3
+                )
+            assert err.value.code == E.REBALANCE_IN_PROGRESS
+        # m1 rejoins owning 0-2: it gives up what moves first (cooperative), still at 3.
+        joined = await classic_join(w, "m1", [0, 1, 2])
+        assert (joined["error_code"], joined["generation_id"], joined["leader"]) == (E.NONE, 3, "")
+        kept = await classic_sync(w, "m1", 3)
+        assert len(kept) == 2 and set(kept) < {0, 1, 2}
+        # It rejoins without the revoked one: epoch 4, done.
+        again = await classic_join(w, "m1", kept)
+        assert again["generation_id"] == 4 and await classic_sync(w, "m1", 4) == kept
+        joined = await classic_join(w, "m2", [3, 4, 5])
+        kept2 = await classic_sync(w, "m2", joined["generation_id"])
+        assert (await classic_join(w, "m2", kept2))["generation_id"] == 4
+        c = await w.beat("c", 4, {})
+        assert count(parts(c)) == 2
+        got = set(kept) | set(kept2) | parts(c)[ORDERS]
+        assert got == set(range(6))
+        assert (await w.group()).state == S.STABLE
+        # Commits: a classic member's with its generation, at any OffsetCommit version.
+        offsets = [OffsetRecord("orders", 0, 5, -1, None)]
+        await w.coord.commit(
+            await w.group(), member_id="m1", member_epoch=4, api_version=8, offsets=offsets
+        )
+        with pytest.raises(GroupError) as stale:
+            await w.coord.commit(
+                await w.group(), member_id="m1", member_epoch=3, api_version=8, offsets=offsets
+            )
+        assert stale.value.code == E.ILLEGAL_GENERATION
+        # The consumer-protocol member leaves: only classic members remain, so the group
+        # is a classic group again, at the group epoch, rebalancing with what they hold.
+        await w.beat("c", -1)
+        back = await w.classic.load(TENANT, GROUP)
+        assert isinstance(back, Group)
+        assert back.state == S.PREPARING_REBALANCE and back.generation == 5
+        assert set(back.members) == {"m1", "m2"}
+        for _ in range(10):
+            await asyncio.sleep(0)  # the store writes run
+        stored = w.store.groups[(TENANT, GROUP)]
+        assert stored.group_type == GroupType.CLASSIC
+
+    run(scenario)
+
+
+def test_a_classic_member_leaving_a_consumer_group_frees_its_partitions():
+    async def scenario(w: World) -> None:
+        classic_group(w)
+        c = await w.beat("c", 0)
+        assert await w.classic.leave(TENANT, GROUP, [("m1", None), ("nobody", None)]) == [
+            E.NONE,
+            E.UNKNOWN_MEMBER_ID,
+        ]
+        c = await w.beat("c", 4, {})
+        g = await w.group()
+        assert set(g.members) == {"m2", "c"} and c.member_epoch == g.group_epoch
+        assert parts(c)  # some of m1's freed partitions, at once
+
+    run(scenario)
+
+
+def test_a_group_of_another_protocol_type_is_not_upgraded():
+    async def scenario(w: World) -> None:
+        classic_group(w).protocol_type = "connect"
+        with pytest.raises(GroupError) as err:
+            await w.beat("c", 0)
+        assert err.value.code == E.GROUP_ID_NOT_FOUND
+        assert isinstance(await w.classic.load(TENANT, GROUP), Group)
+
+    run(scenario)

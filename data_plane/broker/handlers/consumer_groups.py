@@ -11,17 +11,18 @@ when the broker runs the consumer protocol (``MILLRACE_GROUP_PROTOCOLS`` include
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from data_plane.acl import Operation, ResourceType
 from data_plane.broker.handlers.context import (
     Handler,
     RequestContext,
+    TopicAuthorization,
     authorized_operations,
     group_check,
+    topic_resolver,
 )
-from data_plane.groups.consumer_group import ConsumerGroup, Parts, Resolved, Resolver
+from data_plane.groups.consumer_group import ConsumerGroup, Parts
 from data_plane.groups.coordinator import GroupError
 from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
@@ -31,39 +32,6 @@ from data_plane.protocol.messages import consumer_group_heartbeat as heartbeat_a
 E = ErrorCode
 G = ResourceType.GROUP
 T = ResourceType.TOPIC
-
-
-class _TopicAuthorization(Exception):
-    def __init__(self, names: list[str]) -> None:
-        super().__init__(", ".join(names))
-        self.names = names
-
-
-def _resolver(ctx: RequestContext) -> Resolver:
-    """What a member's subscription names in its tenant now, as this principal sees it."""
-    topics = ctx.snapshot.tenant_topics(ctx.principal.tenant_id)
-
-    def resolve(names: tuple[str, ...], regex: re.Pattern[str] | None) -> Resolved:
-        out: Resolved = {}
-        refused = []
-        for name in names:
-            topic = topics.get(name)
-            if topic is None:
-                continue  # not created yet: picked up when it is
-            if not ctx.may(Operation.DESCRIBE, T, name):
-                refused.append(name)
-                continue
-            out[name] = (str(topic.topic_id), topic.partition_count)
-        if refused:
-            raise _TopicAuthorization(sorted(refused))
-        if regex is not None:
-            for name, topic in topics.items():
-                if name not in out and regex.fullmatch(name):
-                    if ctx.may(Operation.DESCRIBE, T, name):
-                        out[name] = (str(topic.topic_id), topic.partition_count)
-        return out
-
-    return resolve
 
 
 def _parts(
@@ -122,12 +90,12 @@ async def handle_consumer_group_heartbeat(
             owned=_parts(req["topic_partitions"]),
             client_id=ctx.client_id,
             host=ctx.host,
-            resolve=_resolver(ctx),
+            resolve=topic_resolver(ctx),
             client_member_id=ctx.version >= 1,
         )
     except GroupError as exc:
         return out | {"error_code": exc.code, "error_message": str(exc)}
-    except _TopicAuthorization as exc:
+    except TopicAuthorization as exc:
         return out | {
             "error_code": E.TOPIC_AUTHORIZATION_FAILED,
             "error_message": f"not authorized to describe subscribed topics: {exc}",
@@ -171,7 +139,7 @@ def _describe_group(
             "subscribed_topic_regex": m.subscribed_topic_regex,
             "assignment": _described(ctx, m.assigned),
             "target_assignment": _described(ctx, group.target.get(m.member_id, {})),
-            "member_type": 1,  # a consumer-protocol member
+            "member_type": 0 if m.classic else 1,  # classic or consumer-protocol member
         }
         for m in group.members.values()
     ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from data_plane.acl import (
 from data_plane.broker.metrics import BrokerMetrics
 from data_plane.broker.ports import Admin
 from data_plane.broker.quotas import ByteRateQuotas
-from data_plane.groups.consumer_group import ConsumerGroupCoordinator
+from data_plane.groups.consumer_group import ConsumerGroupCoordinator, Resolved, Resolver
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
 from data_plane.protocol.errors import ErrorCode
@@ -298,3 +299,38 @@ def group_check(
     if not ctx.may(op, ResourceType.GROUP, group_id):
         return E.GROUP_AUTHORIZATION_FAILED
     return coordinator_error(ctx, group_id)
+
+
+class TopicAuthorization(Exception):
+    """A subscription names topics the principal may not describe."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(", ".join(names))
+        self.names = names
+
+
+def topic_resolver(ctx: RequestContext) -> Resolver:
+    """What a member's subscription names in its tenant now, as this principal sees it."""
+    topics = ctx.snapshot.tenant_topics(ctx.principal.tenant_id)
+
+    def resolve(names: tuple[str, ...], regex: re.Pattern[str] | None) -> Resolved:
+        out: Resolved = {}
+        refused = []
+        for name in names:
+            topic = topics.get(name)
+            if topic is None:
+                continue  # not created yet: picked up when it is
+            if not ctx.may(Operation.DESCRIBE, T, name):
+                refused.append(name)
+                continue
+            out[name] = (str(topic.topic_id), topic.partition_count)
+        if refused:
+            raise TopicAuthorization(sorted(refused))
+        if regex is not None:
+            for name, topic in topics.items():
+                if name not in out and regex.fullmatch(name):
+                    if ctx.may(Operation.DESCRIBE, T, name):
+                        out[name] = (str(topic.topic_id), topic.partition_count)
+        return out
+
+    return resolve

@@ -17,10 +17,12 @@ from data_plane.acl import Operation, ResourceType
 from data_plane.broker.handlers.context import (
     Handler,
     RequestContext,
+    TopicAuthorization,
     audit,
     authorized_operations,
     blocking,
     group_check,
+    topic_resolver,
 )
 from data_plane.broker.ports import AdminError
 from data_plane.groups.consumer_group import ConsumerGroup
@@ -160,9 +162,12 @@ async def handle_join_group(
             protocols=[(p["name"], bytes(p["metadata"])) for p in req["protocols"]],
             # KIP-394: v4+ clients expect MEMBER_ID_REQUIRED on their first join.
             require_known_member_id=ctx.version >= 4,
+            resolve=topic_resolver(ctx),
         )
     except GroupError as exc:
         return base | {"error_code": exc.code}
+    except TopicAuthorization:
+        return base | {"error_code": E.TOPIC_AUTHORIZATION_FAILED}
     # The coordinator's answer is an untyped dict of JoinGroup response fields
     # (GroupCoordinator.join): the one cast in the handlers, until data_plane.groups types it.
     out = cast(bodies.JoinGroupResponse, base | answer)

@@ -162,6 +162,11 @@ async def handle_create_partitions(
     ctx: RequestContext, req: bodies.CreatePartitionsRequest
 ) -> bodies.CreatePartitionsResponse:
     svc = ctx.services
+    if any(ctx.topic(t["name"]) is None for t in req["topics"]):
+        # Every broker answers Metadata as the controller, so a client may create a topic
+        # through one broker and add partitions through another that has not heard of it
+        # yet: read the metadata before calling the topic unknown.
+        await svc.metadata.refresh_metadata()
     results: list[bodies.CreatePartitionsResponseResults] = []
     for t in req["topics"]:
         name = t["name"]
