@@ -363,9 +363,10 @@ MILLRACE_GROUP_INITIAL_REBALANCE_DELAY_MS = envint(
 )
 MILLRACE_GROUP_MAX_SIZE = envint("MILLRACE_GROUP_MAX_SIZE", 1_000, minimum=1)
 # The rebalance protocols brokers serve (group.coordinator.rebalance.protocols): "classic",
-# and "consumer" for KIP-848 groups (ConsumerGroupHeartbeat), with the heartbeat interval
-# and session timeout the coordinator gives their members (group.consumer.*).
-MILLRACE_GROUP_PROTOCOLS = envlist("MILLRACE_GROUP_PROTOCOLS", ["classic"])
+# and "consumer" for KIP-848 groups (ConsumerGroupHeartbeat; both by default, as in Kafka
+# 4), with the heartbeat interval and session timeout the coordinator gives their members
+# (group.consumer.*).
+MILLRACE_GROUP_PROTOCOLS = envlist("MILLRACE_GROUP_PROTOCOLS", ["classic", "consumer"])
 MILLRACE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS = envint(
     "MILLRACE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS", 5_000, minimum=100
 )

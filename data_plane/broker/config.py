@@ -33,7 +33,7 @@ class BrokerConfig:
     extra_log_settings: dict[str, Any] = field(default_factory=dict)
     groups: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     # Kafka's group.coordinator.rebalance.protocols: "consumer" serves KIP-848 groups.
-    group_protocols: frozenset[str] = frozenset({"classic"})
+    group_protocols: frozenset[str] = frozenset({"classic", "consumer"})
     consumer_groups: ConsumerConfig = field(default_factory=ConsumerConfig)
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_ms: int = 500

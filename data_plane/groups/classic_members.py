@@ -305,15 +305,24 @@ class ClassicMembers:
                 "member_id": new_id,
                 "members": [],
             }
+        # Everything that can refuse the join comes before anything changes.
+        names = tuple(sorted(set(sub.topics)))
+        topics = resolve(names, None)
+        owned_by_name = {t: tuple(ps) for t, ps in sub.owned_partitions}
+        owned = _ids(resolve(tuple(owned_by_name), None), owned_by_name)
+        if (
+            not member_id
+            and not (instance_id is not None and instance_id in group.static)
+            and len(group.members) >= self.config.max_size
+        ):
+            raise GroupError(
+                E.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self.config.max_size} members.",
+            )
         member = self._joining_member(group, member_id, new_id, instance_id)
         is_new = member.member_id not in group.members
         if is_new:
-            if len(group.members) >= self.config.max_size:
-                raise GroupError(
-                    E.GROUP_MAX_SIZE_REACHED,
-                    f"The consumer group has reached its maximum capacity of "
-                    f"{self.config.max_size} members.",
-                )
             group.members[member.member_id] = member
             if instance_id is not None:
                 group.static[instance_id] = member.member_id
@@ -324,8 +333,6 @@ class ClassicMembers:
         member.classic_session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.client_id, member.host, member.rack_id = client_id, host, sub.rack_id
-        names = tuple(sorted(set(sub.topics)))
-        topics = resolve(names, None)
         bump = is_new or names != member.subscribed_topic_names or topics != member.topics
         member.subscribed_topic_names, member.topics = names, topics
         assignor = self._group_assignor(group)
@@ -335,8 +342,6 @@ class ClassicMembers:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
             self._update_target(group)
-        owned_by_name = {t: tuple(ps) for t, ps in sub.owned_partitions}
-        owned = _ids(resolve(tuple(owned_by_name), None), owned_by_name)
         self._reconcile(group, member, owned)
         self._touch(group, member)
         self._changed(group)

@@ -317,23 +317,41 @@ class ConsumerGroupCoordinator(ClassicMembers):
             owned,
             client_member_id,
         )
-        group = await self.group(
-            tenant_id, group_id, create=member_epoch == JOIN_EPOCH, resolve=resolve
-        )
+        joining = member_epoch == JOIN_EPOCH
+        if joining:
+            # Resolve before anything changes: a subscription refused (a topic the principal
+            # may not describe) must leave the group as it was, not upgraded or joined.
+            names = tuple(sorted(set(subscribed_topic_names or ())))
+            topics = resolve(names, regex)
+        group = await self.group(tenant_id, group_id, create=joining, resolve=resolve)
         if not member_id:
             member_id = str(uuid.uuid4())  # v0: the coordinator names new members
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return await self._leave(group, member_id, member_epoch, instance_id)
-        if (
-            len(group.members) >= self.config.max_size
-            and member_id not in group.members
-            and not (instance_id and instance_id in group.static)
-        ):
-            raise GroupError(
-                E.GROUP_MAX_SIZE_REACHED,
-                f"The consumer group has reached its maximum capacity of "
-                f"{self.config.max_size} members.",
-            )
+        try:
+            if (
+                len(group.members) >= self.config.max_size
+                and member_id not in group.members
+                and not (instance_id and instance_id in group.static)
+            ):
+                raise GroupError(
+                    E.GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of "
+                    f"{self.config.max_size} members.",
+                )
+            if not joining:
+                known = self._known(group, member_id, member_epoch, instance_id, owned)
+                names = (
+                    tuple(sorted(set(subscribed_topic_names)))
+                    if subscribed_topic_names is not None
+                    else known.subscribed_topic_names
+                )
+                if subscribed_topic_regex is None and known.subscribed_topic_regex:
+                    regex = re.compile(known.subscribed_topic_regex)
+                topics = resolve(names, regex)
+        except Exception:
+            self._forget_if_new(group)
+            raise
         member, is_new = self._member(group, member_id, member_epoch, instance_id, owned)
         before_assigned = dict(member.assigned)
         before_epoch = member.member_epoch
@@ -346,20 +364,14 @@ class ConsumerGroupCoordinator(ClassicMembers):
         bump = is_new
         if server_assignor is not None and server_assignor != member.server_assignor:
             member.server_assignor, changed = server_assignor, True
-        if subscribed_topic_names is not None:
-            names = tuple(sorted(set(subscribed_topic_names)))
-            if names != member.subscribed_topic_names:
-                member.subscribed_topic_names, changed, bump = names, True, True
+        if subscribed_topic_names is not None and names != member.subscribed_topic_names:
+            member.subscribed_topic_names, changed, bump = names, True, True
         if subscribed_topic_regex is not None:
             value = subscribed_topic_regex or None
             if value != member.subscribed_topic_regex:
                 member.subscribed_topic_regex, changed, bump = value, True, True
-                regex = re.compile(value) if value else None
-        elif member.subscribed_topic_regex:
-            regex = re.compile(member.subscribed_topic_regex)
         if client_id != member.client_id or host != member.host:
             member.client_id, member.host, changed = client_id, host, True
-        topics = resolve(member.subscribed_topic_names, regex)
         if topics != member.topics:
             member.topics, changed, bump = topics, True, True
         assignor = self._group_assignor(group)
@@ -398,6 +410,26 @@ class ConsumerGroupCoordinator(ClassicMembers):
             self.config.heartbeat_interval_ms,
             dict(member.assigned) if send else None,
         )
+
+    def _known(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        owned: Parts | None,
+    ) -> ConsumerMember:
+        """A member heartbeating with its epoch, checked as :meth:`_member` checks it
+        (without changing anything)."""
+        member, _ = self._member(group, member_id, member_epoch, instance_id, owned)
+        return member
+
+    def _forget_if_new(self, group: ConsumerGroup) -> None:
+        """A group created by a request that was then refused does not stay behind."""
+        key = (group.tenant_id, group.group_id)
+        if not group.members and group.group_epoch == 0 and group.version == 0:
+            if self.classic.consumer_groups.get(key) is group:
+                del self.classic.consumer_groups[key]
 
     def _validate(
         self,

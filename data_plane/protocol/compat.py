@@ -112,17 +112,28 @@ FOOTER = """
   assignments as ids) answer like topics asked for by name, or `UNKNOWN_TOPIC_ID` (100)
   for an id of no topic of the caller's tenant, and `TOPIC_AUTHORIZATION_FAILED` (29)
   without a name when the caller may not describe it.
-- **ConsumerGroupHeartbeat** and **ConsumerGroupDescribe** (KIP-848) are served, and
-  advertised by ApiVersions, only by brokers started with `MILLRACE_GROUP_PROTOCOLS=
-  classic,consumer` (Kafka's `group.coordinator.rebalance.protocols`); elsewhere they
-  answer `UNSUPPORTED_VERSION` (35). Server-side assignors `uniform` (the default) and
-  `range`; the heartbeat interval and session timeout are the broker's
-  (`MILLRACE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS`, `..._SESSION_TIMEOUT_MS`). A
-  subscription's regular expression (v1) is Python's `re` in full-match mode (Kafka uses
-  RE2/J; the common syntax is the same) over the tenant's topics the member may describe.
-  A group id is either a classic or a consumer group: a member of the other protocol
-  joining a non-empty group is refused (`INCONSISTENT_GROUP_PROTOCOL` (23) for JoinGroup,
-  `GROUP_ID_NOT_FOUND` (69) for the heartbeat); an empty group changes type.
+- **ConsumerGroupHeartbeat** and **ConsumerGroupDescribe** (KIP-848): the consumer group
+  protocol (`group.protocol=consumer` in librdkafka 2.12+ and the Java client), as Kafka
+  4.1 serves it: client-generated member ids (v1), member epochs, static members,
+  regular-expression subscriptions evaluated on the broker (v1; Python's `re` in
+  full-match mode where Kafka uses RE2/J, the common syntax being the same, over the
+  tenant's topics the member may describe), server-side assignors `uniform` (the default)
+  and `range`, incremental reconciliation, and the heartbeat interval and session timeout
+  set by the broker (`MILLRACE_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS`, 5000, and
+  `..._SESSION_TIMEOUT_MS`, 45000). A topic named in a subscription that the member may
+  not describe answers `TOPIC_AUTHORIZATION_FAILED` (29). Brokers started with
+  `MILLRACE_GROUP_PROTOCOLS=classic` (Kafka's `group.coordinator.rebalance.protocols`)
+  neither advertise nor serve them (`UNSUPPORTED_VERSION` (35)).
+- **Online upgrade and downgrade** (Kafka 4.0's bidirectional migration): a
+  consumer-protocol member joining a classic group of protocol type `consumer` turns it
+  into a consumer group with the classic members in it (their JoinGroup answered at once
+  with their member epoch as the generation, no leader; SyncGroup with the coordinator's
+  assignment; Heartbeat `REBALANCE_IN_PROGRESS` (27) when they must rejoin), and when the
+  last consumer-protocol member leaves, the group is classic again and rebalances. A
+  classic group of another protocol type (Connect, say) is not upgraded
+  (`GROUP_ID_NOT_FOUND` (69) to the heartbeat); DescribeGroups answers a consumer group as
+  Kafka does, `GROUP_ID_NOT_FOUND` from v6 (Dead before), and ConsumerGroupDescribe a
+  classic group the same way.
 - **OffsetCommit** v9 and **OffsetFetch** v9: a consumer-protocol member's commits and
   fetches are checked against its member epoch (`STALE_MEMBER_EPOCH` (113)), and it must
   commit with v9 or later (`UNSUPPORTED_VERSION` (35) below, as in Kafka).
@@ -203,7 +214,11 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
             "self-signed CA; kill -9 failover, chaos (kill -9, pause, restart, network "
             "cuts); `init_transactions()` fails at once; a producer over its principal's "
             "client quota sees `throttle_cb` (client quotas themselves are set over raw "
-            "sockets: neither client's admin API has the calls)"
+            "sockets: neither client's admin API has the calls); `group.protocol=consumer` "
+            "(KIP-848): join, clean leave, kill -9, commits with member epochs, static "
+            "members, a regex subscription picking up a topic created later, "
+            "describe/list groups by type, and an online upgrade from a cooperative-sticky "
+            "classic group and back with nothing lost"
         ),
         (
             "test_clients.py, test_lifecycle.py, test_groups.py, "
@@ -211,7 +226,7 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
             "test_client_suite_findings.py, test_fetch_topic_ids.py, "
             "test_elect_leaders.py, test_operator_principal.py, test_operations.py, "
             "test_replication.py, test_bench_replication.py, test_chaos.py, "
-            "test_client_quotas.py"
+            "test_client_quotas.py, test_consumer_protocol.py"
         ),
     ),
     (
@@ -273,10 +288,12 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 CLIENT_NOTES = """
-librdkafka 2.16 fetches at Fetch v16 (see Fetch above). The KIP-848 consumer group protocol
-(`group.protocol=consumer`) is not served yet: ConsumerGroupHeartbeat is not advertised,
-so every group above uses the classic protocol. Older client versions whose request
-versions Kafka 4 dropped are covered in a later step.
+librdkafka 2.16 fetches at Fetch v16 (see Fetch above) and, with `group.protocol=consumer`,
+heartbeats at ConsumerGroupHeartbeat v1 (client-generated member ids) and looks its assigned
+topic ids up with Metadata requests by topic id. No other client in the matrix speaks the KIP-848 protocol, so the in-process tests
+(`tests/groups/test_consumer_group.py`, `tests/broker_unit/test_consumer_group_handlers.py`)
+and the schema cross-check against kio (Kafka's JSON definitions) are its second opinion.
+Older client versions whose request versions Kafka 4 dropped are covered in a later step.
 
 librdkafka before 2.6.1 (kcat's 2.0.2 among them) sends a SCRAM client-final nonce with
 its own nonce prepended once more. The broker accepts exactly that form, as Kafka 3.x did

@@ -627,3 +627,36 @@ def test_a_group_of_another_protocol_type_is_not_upgraded():
         assert isinstance(await w.classic.load(TENANT, GROUP), Group)
 
     run(scenario)
+
+
+class Forbidden(Exception):
+    pass
+
+
+def test_a_refused_subscription_leaves_nothing_behind():
+    async def scenario(w: World) -> None:
+        allowed = w.resolve
+
+        def resolve(names: tuple[str, ...], regex: re.Pattern[str] | None) -> dict:
+            if "secret" in names:
+                raise Forbidden("secret")
+            return allowed(names, regex)
+
+        w.resolve = resolve  # type: ignore[method-assign]
+        with pytest.raises(Forbidden):
+            await w.beat("a", 0, topics=["secret"])
+        assert await w.classic.load(TENANT, GROUP) is None
+        assert await w.classic.list_groups(TENANT) == []
+        a = await w.beat("a", 0)
+        with pytest.raises(Forbidden):
+            await w.beat("a", 1, parts(a), topics=["orders", "secret"])
+        g = await w.group()
+        assert g.members["a"].subscribed_topic_names == ("orders",) and g.group_epoch == 1
+        # An upgrade refused the same way leaves the classic group running.
+        w.classic.consumer_groups.clear()
+        classic_group(w)
+        with pytest.raises(Forbidden):
+            await w.beat("c", 0, topics=["secret"])
+        assert isinstance(await w.classic.load(TENANT, GROUP), Group)
+
+    run(scenario)
