@@ -290,9 +290,10 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
 CLIENT_NOTES = """
 librdkafka 2.16 fetches at Fetch v16 (see Fetch above) and, with `group.protocol=consumer`,
 heartbeats at ConsumerGroupHeartbeat v1 (client-generated member ids) and looks its assigned
-topic ids up with Metadata requests by topic id. No other client in the matrix speaks the KIP-848 protocol, so the in-process tests
-(`tests/groups/test_consumer_group.py`, `tests/broker_unit/test_consumer_group_handlers.py`)
-and the schema cross-check against kio (Kafka's JSON definitions) are its second opinion.
+topic ids up with Metadata requests by topic id. No other client in the matrix speaks the
+KIP-848 protocol, so the in-process tests (`tests/groups/test_consumer_group.py`,
+`tests/broker_unit/test_consumer_group_handlers.py`) and the schema cross-check against kio
+(Kafka's JSON definitions) are its second opinion.
 Older client versions whose request versions Kafka 4 dropped are covered in a later step.
 
 librdkafka before 2.6.1 (kcat's 2.0.2 among them) sends a SCRAM client-final nonce with
