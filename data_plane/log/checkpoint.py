@@ -11,13 +11,18 @@ import os
 from pathlib import Path
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``text`` by a rename, so readers see the old file or the new
+    one, never a torn one; ``sync`` also fsyncs the file and its directory."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if not sync:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -39,12 +44,20 @@ def write_int(path: Path, value: int) -> None:
 class LeaderEpochCache:
     """Epoch -> first offset written in that epoch; what followers ask for in Step 5.
 
-    Entries are kept sorted by epoch and by start offset. Persisted on every change.
+    Entries are kept sorted by epoch and by start offset. Written on every change (by a
+    rename, never torn). A new epoch recorded by an append is fsynced with the log
+    (:meth:`flush`, which the partition log calls when it flushes or closes), not on the
+    append: an fsync per partition on its first write in an epoch stalled the broker for
+    seconds when hundreds of partitions got their first records at once (Kafka moved
+    this flush off the append path too, KAFKA-15046). It is no less durable than the
+    records it describes, and recovery truncates entries past what the log kept.
+    Truncations, rare and made when the log itself changes, are fsynced at once.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.entries: list[tuple[int, int]] = []
+        self._dirty = False
         if path.exists():
             lines = path.read_text().split("\n")
             count = int(lines[1])
@@ -52,9 +65,15 @@ class LeaderEpochCache:
                 epoch, start = line.split()
                 self.entries.append((int(epoch), int(start)))
 
-    def _save(self) -> None:
+    def _save(self, *, sync: bool = True) -> None:
         body = "".join(f"{e} {s}\n" for e, s in self.entries)
-        write_atomically(self.path, f"0\n{len(self.entries)}\n{body}")
+        write_atomically(self.path, f"0\n{len(self.entries)}\n{body}", sync=sync)
+        self._dirty = not sync
+
+    def flush(self) -> None:
+        """fsync what :meth:`assign` wrote since the last flush."""
+        if self._dirty:
+            self._save(sync=True)
 
     @property
     def latest_epoch(self) -> int:
@@ -65,7 +84,7 @@ class LeaderEpochCache:
         if self.entries and epoch <= self.entries[-1][0]:
             return
         self.entries.append((epoch, start_offset))
-        self._save()
+        self._save(sync=False)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch: ``(largest epoch <= epoch, its end offset)``."""

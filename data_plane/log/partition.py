@@ -580,6 +580,7 @@ class PartitionLog:
         """fsync the active segment and advance the recovery point to the log end."""
         with self._lock:
             self.segments[-1].flush()
+            self.leader_epochs.flush()
             self._unflushed_records = 0
             self._last_flush_ms = self.clock()
             if self.recovery_point != self.log_end_offset:

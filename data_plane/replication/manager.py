@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from data_plane.log.config import LogConfig
 from data_plane.log.manager import LogManager, TopicPartition
@@ -436,18 +436,30 @@ class ReplicaManager:
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         waiters = self.waiters.appended if replica_id >= 0 else self.waiters.hw_moved
         keys: list[TopicPartition] = []
-        first = True
-        while True:
-            results, total = self._read(
-                replica_id, partitions, max_bytes, first, keys if first else None
+        where: dict[TopicPartition, int] = {}
+        results, total = self._read(replica_id, partitions, max_bytes, True, keys, where)
+        if total >= min_bytes or not keys:
+            return results, total
+        # Waiting: each wake-up re-reads only the partition that moved (a fetch of many
+        # partitions that each get a record now and then would otherwise re-read all of
+        # them every time, as Kafka's purgatory does not).
+        while (remaining := deadline - time.monotonic()) > 0:
+            moved = await waiters.wait(keys, remaining)
+            if moved is None:
+                break  # waited out
+            i = where.get(cast(TopicPartition, moved))
+            if i is None:
+                continue
+            held = results[i].records
+            had = held.length if held is not None else 0
+            [again], found = self._read(
+                replica_id, [partitions[i]], max_bytes, False, None, already=total - had
             )
-            first = False
-            if total >= min_bytes or not keys:
+            results[i] = again
+            total += found - had
+            if total >= min_bytes:
                 return results, total
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return results, total
-            await waiters.wait(keys, remaining)
+        return self._read(replica_id, partitions, max_bytes, False, None)
 
     def _read(
         self,
@@ -456,10 +468,15 @@ class ReplicaManager:
         max_bytes: int,
         record_position: bool,
         keys: list[TopicPartition] | None,
+        where: dict[TopicPartition, int] | None = None,
+        already: int = 0,
     ) -> tuple[list[FetchResult], int]:
-        total = 0
+        """Read ``partitions`` within ``max_bytes``; ``already``: bytes the response holds
+        besides these (they count against ``max_bytes``, and a first batch is only
+        guaranteed when nothing is there yet). Returns the results and the bytes read."""
+        total = already
         results: list[FetchResult] = []
-        for want in partitions:
+        for i, want in enumerate(partitions):
             result = FetchResult()
             results.append(result)
             partition, result.error = self.leader_partition(want.topic, want.index)
@@ -469,6 +486,8 @@ class ReplicaManager:
                 continue
             if keys is not None:
                 keys.append(partition.key)
+            if where is not None:
+                where[partition.key] = i
             log = partition.log
             upto: int | None = log.high_watermark
             if replica_id >= 0:
@@ -490,7 +509,7 @@ class ReplicaManager:
             if found is not None and found.length:
                 result.records = found
                 total += found.length
-        return results, total
+        return results, total - already
 
     # --- the ISR ------------------------------------------------------------------------------
 

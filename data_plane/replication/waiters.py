@@ -13,16 +13,16 @@ import asyncio
 from collections.abc import Hashable, Iterable
 
 
-def _wake(future: asyncio.Future[None]) -> None:
+def _wake(future: asyncio.Future[Hashable | None], key: Hashable | None = None) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(key)
 
 
 class Waiters:
     """Futures keyed by what they wait for; ``notify(key)`` wakes every one on that key."""
 
     def __init__(self) -> None:
-        self._by_key: dict[Hashable, set[asyncio.Future[None]]] = {}
+        self._by_key: dict[Hashable, set[asyncio.Future[Hashable | None]]] = {}
 
     def __len__(self) -> int:
         return sum(len(s) for s in self._by_key.values())
@@ -31,24 +31,25 @@ class Waiters:
         futures = self._by_key.pop(key, None)
         if futures:
             for future in futures:
-                _wake(future)
+                _wake(future, key)
 
     def notify_all(self) -> None:
         for key in list(self._by_key):
             self.notify(key)
 
-    async def wait(self, keys: Iterable[Hashable], timeout: float) -> None:
-        """Until one of ``keys`` is notified or ``timeout`` seconds pass."""
+    async def wait(self, keys: Iterable[Hashable], timeout: float) -> Hashable | None:
+        """Until one of ``keys`` is notified (that key is returned) or ``timeout`` seconds
+        pass (None)."""
         if timeout <= 0:
-            return
+            return None
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[Hashable | None] = loop.create_future()
         keys = list(keys)
         for key in keys:
             self._by_key.setdefault(key, set()).add(future)
         timer = loop.call_later(timeout, _wake, future)
         try:
-            await future
+            return await future
         finally:
             timer.cancel()
             for key in keys:

@@ -110,3 +110,28 @@ def test_leftovers_of_deletes_are_removed_on_open(tmp_path):
     open_log(tmp_path / "p")
     assert not [p for p in (tmp_path / "p").iterdir() if p.name.endswith(".deleted")]
     assert os.path.exists(tmp_path / "p" / "log-start-offset")
+
+
+def test_a_new_epoch_is_written_at_once_and_fsynced_with_the_log(tmp_path, monkeypatch):
+    """An append that starts an epoch writes the leader-epoch file (atomically) without
+    waiting for the disk; the log's flush fsyncs it, as Kafka does since KAFKA-15046."""
+    from data_plane.log.checkpoint import LeaderEpochCache
+
+    synced: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    log = open_log(tmp_path / "t-0")
+    log.leader_epochs.assign(3, 0)
+    assert synced == []
+    assert LeaderEpochCache(log.leader_epochs.path).entries == [(3, 0)]
+    log.flush()
+    assert len(synced) >= 3  # the segment, then the epoch file and its directory
+    before = len(synced)
+    log.leader_epochs.flush()
+    assert len(synced) == before  # nothing new to sync
+    log.close()

@@ -282,3 +282,39 @@ def test_a_partial_apply_touches_only_the_changed_topics(manager):
     assert manager.leader_partition(other, 0)[0] is kept
     manager.apply(MetadataSnapshot())
     assert manager.leader_partition(other, 0)[0] is None
+
+
+def test_a_waiting_fetch_rereads_only_the_partition_that_moved(manager):
+    """A fetch of many partitions waiting for min_bytes: each append wakes it, and only the
+    partition appended to is read again; once min_bytes is there it answers with both."""
+    t = TopicInfo(
+        tenant_id=7,
+        name="orders",
+        topic_id=uuid.UUID(int=43),
+        partitions=tuple(PartitionInfo(i, ME, 3, (ME,), (ME,), 5) for i in (0, 1)),
+        configs={},
+    )
+    manager.apply(snapshot(t))
+    one = len(bytes(batch(3)))
+    read: list[int] = []
+    real = manager._read
+
+    def counting(replica_id, partitions, *args, **kwargs):
+        read.append(len(partitions))
+        return real(replica_id, partitions, *args, **kwargs)
+
+    manager._read = counting
+
+    async def scenario():
+        wants = [FetchPartition(t, i, 0, 1 << 20) for i in (0, 1)]
+        fetch = asyncio.create_task(manager.fetch_records(-1, wants, 1 << 20, 2 * one, 5000))
+        await asyncio.sleep(0.02)
+        await manager.append_records([(t, 0, batch(3))], 1, 1000)
+        await asyncio.sleep(0.02)
+        assert not fetch.done()  # one batch is less than min_bytes
+        await manager.append_records([(t, 1, batch(3))], 1, 1000)
+        return await asyncio.wait_for(fetch, 2)
+
+    results, total = run(scenario())
+    assert [r.records.length for r in results] == [one, one] and total == 2 * one
+    assert read == [2, 1, 1]
