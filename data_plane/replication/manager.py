@@ -440,9 +440,10 @@ class ReplicaManager:
         results, total = self._read(replica_id, partitions, max_bytes, True, keys, where)
         if total >= min_bytes or not keys:
             return results, total
-        # Waiting: each wake-up re-reads only the partition that moved (a fetch of many
-        # partitions that each get a record now and then would otherwise re-read all of
-        # them every time, as Kafka's purgatory does not).
+        # Waiting: each wake-up re-reads only the partition that moved, to see whether
+        # min_bytes is there (a fetch of many partitions that each get a record now and
+        # then would otherwise re-read all of them every time); the answer, once enough is
+        # there or the wait is over, reads them all afresh, as Kafka's DelayedFetch does.
         while (remaining := deadline - time.monotonic()) > 0:
             moved = await waiters.wait(keys, remaining)
             if moved is None:
@@ -458,7 +459,7 @@ class ReplicaManager:
             results[i] = again
             total += found - had
             if total >= min_bytes:
-                return results, total
+                break  # enough: answer with everything there now, as Kafka completes
         return self._read(replica_id, partitions, max_bytes, False, None)
 
     def _read(
