@@ -387,10 +387,9 @@ class ClassicMembers:
         if member_id:
             found = group.members.get(member_id)
             if found is None:
-                raise GroupError(
-                    E.UNKNOWN_MEMBER_ID,
-                    f"Member {member_id} is not a member of group {group.group_id}.",
-                )
+                # The id this coordinator handed out with MEMBER_ID_REQUIRED (KIP-394), or
+                # one from before the group changed protocol: a new member, as Kafka does.
+                return ConsumerMember(member_id, instance_id=instance_id)
             if not found.classic:
                 raise GroupError(
                     E.INCONSISTENT_GROUP_PROTOCOL,

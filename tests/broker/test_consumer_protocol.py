@@ -367,3 +367,52 @@ def test_an_online_upgrade_and_downgrade_lose_nothing(kafka):
             c.close()
         if new is not None:
             new.close()
+
+
+def test_an_eager_kafka_python_member_shares_a_group_with_a_consumer_protocol_member(kafka):
+    """kafka-python (classic protocol, eager range assignor) joins a group that a
+    confluent-kafka member runs with the consumer protocol: the group stays a consumer
+    group, the coordinator assigns both, and every record is read once."""
+    from kafka import KafkaConsumer
+
+    from tests.broker.conftest import kafka_python_conf
+
+    name = topic_name("kip848-eager")
+    confluent_create(kafka, kafka.admin_a, name, partitions=4)
+    group = f"g-{name}"
+    new = consumer(kafka, group)
+    new.subscribe([name])
+    wait_assigned([new], [4])
+    old = KafkaConsumer(
+        name,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=300,
+        **kafka_python_conf(kafka, kafka.admin_a),
+    )
+    try:
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline:
+            old.poll(timeout_ms=50)
+            new.poll(0.05)
+            if len(old.assignment()) == 2 and len(new.assignment()) == 2:
+                break
+        assert (len(old.assignment()), len(new.assignment())) == (2, 2)
+        mine = {tp.partition for tp in old.assignment()}
+        theirs = {tp.partition for tp in new.assignment()}
+        assert mine | theirs == {0, 1, 2, 3} and not mine & theirs
+        produce(kafka, name, 40, 4)
+        got: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 40 and time.monotonic() < deadline:
+            for records in old.poll(timeout_ms=50).values():
+                got.extend(int(r.value) for r in records)
+            msg = new.poll(0.05)
+            if msg is not None and msg.error() is None:
+                got.append(int(msg.value()))
+        assert sorted(got) == list(range(40))
+    finally:
+        old.close()
+        new.close()
