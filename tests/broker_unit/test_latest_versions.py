@@ -22,6 +22,7 @@ from data_plane.protocol.messages import (
     list_offsets,
     metadata,
 )
+from data_plane.protocol.messages import produce as produce_api
 from tests.broker_unit.test_handlers import (  # noqa: F401  (world: a fixture)
     call,
     principal_of,
@@ -242,3 +243,57 @@ def test_find_coordinator_share_key_type(world, version):  # noqa: F811
     # Another broker holds ClusterAction: it hears that there is no share coordinator.
     broker = Principal(0, "", "User:broker-2", "broker-2", internal=True, broker=True)
     assert _find(services, broker, version, 2)["error_code"] == E.INVALID_REQUEST
+
+
+def test_list_offsets_max_timestamp_and_leader_epochs(world):  # noqa: F811
+    """MAX_TIMESTAMP finds the first record holding the largest timestamp (not the first
+    record of the log), and from v4 each answer carries Kafka's leader epoch: the
+    leader's current epoch for LATEST, the first epoch for EARLIEST, the found batch's
+    epoch for MAX_TIMESTAMP and timestamp lookups."""
+    from data_plane.records import Record, RecordBatch
+
+    store, node, services, acme, _ = world
+    topic = store.add_topic(acme, "orders")
+    app = principal_of(
+        store, acme, (Operation.WRITE, ResourceType.TOPIC), (Operation.DESCRIBE, ResourceType.TOPIC)
+    )
+    asyncio.run(node.refresh_metadata())
+    for stamps in ([1_000, 5_000, 3_000], [5_000, 2_000]):
+        records = tuple(
+            Record(offset=i, timestamp=ts, key=None, value=b"v") for i, ts in enumerate(stamps)
+        )
+        answer = call(
+            services,
+            app,
+            produce_api.KEY,
+            9,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout_ms": 1000,
+                "topic_data": [
+                    {
+                        "name": "orders",
+                        "partition_data": [
+                            {
+                                "index": 0,
+                                "records": RecordBatch(base_offset=0, records=records).encode(),
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+        assert answer["responses"][0]["partition_responses"][0]["error_code"] == E.NONE
+    info = node.snapshot.topics[topic.tenant_id]["orders"].partitions[0]
+    epoch = info.leader_epoch
+    for version in (4, 7, 10):
+        ask = lambda ts: _list_offsets(services, app, version, ts)  # noqa: E731, B023
+        assert ask(-1) == (E.NONE, 5, -1, epoch)  # LATEST
+        assert ask(-2) == (E.NONE, 0, -1, epoch)  # EARLIEST
+        if version >= 7:  # MAX_TIMESTAMP: offset 1, not 0 (the first) or 3 (a later tie)
+            assert ask(-3) == (E.NONE, 1, 5_000, epoch)
+        assert ask(4_000) == (E.NONE, 1, 5_000, epoch)
+        assert ask(2_500) == (E.NONE, 1, 5_000, epoch)  # first at or after, in offset order
+        assert ask(9_000)[:2] == (E.NONE, -1)
+    assert _list_offsets(services, app, 3, -1)[3] == -1  # no leader epoch before v4

@@ -106,23 +106,32 @@ async def handle_list_offsets(
                     entry["error_code"] = err
                     continue
                 log = partition.log
+                # The leader epoch answered (v4+, KIP-320) is Kafka's: the leader's current
+                # epoch for LATEST, the epoch of the log's first entry for EARLIEST, and the
+                # epoch of the batch found for MAX_TIMESTAMP and timestamps.
                 if ts == LATEST:
                     entry["offset"] = log.high_watermark
+                    entry["leader_epoch"] = partition.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     # Without tiered storage the local log is the whole log: its start is
                     # the earliest local offset too (KIP-405).
                     entry["offset"] = log.log_start_offset
+                    epochs = log.leader_epochs.entries
+                    if epochs and epochs[0][1] <= log.log_start_offset:
+                        entry["leader_epoch"] = epochs[0][0]
                 elif ts == LATEST_TIERED:
                     # Kafka's answer for a topic without remote storage (KIP-1005): nothing
                     # is tiered, offset -1 (and leader epoch -1).
                     entry["offset"] = -1
-                elif ts == MAX_TIMESTAMP:
-                    found = log.offset_for_timestamp(0)
-                    entry["offset"] = found.offset if found else -1
                 else:
-                    found = log.offset_for_timestamp(ts)
+                    found = (
+                        log.max_timestamp_lookup()
+                        if ts == MAX_TIMESTAMP
+                        else log.offset_for_timestamp(ts)
+                    )
                     if found is not None and found.offset < log.high_watermark:
                         entry["offset"], entry["timestamp"] = found.offset, found.timestamp
+                        entry["leader_epoch"] = max(-1, found.leader_epoch)
         topics.append({"name": t["name"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
