@@ -52,3 +52,23 @@ def test_timeouts_and_cancellation_clean_up():
         w.notify("p0")  # nothing parked: harmless
 
     asyncio.run(scenario())
+
+
+def test_a_watch_stays_registered_across_wake_ups_and_queues_each_key_once():
+    async def scenario():
+        w = Waiters()
+        loop = asyncio.get_running_loop()
+        with w.watching(["p0", "p1", "p2"]) as watch:
+            assert len(w) == 3
+            w.notify("p1")  # while the request is busy (not waiting): queued
+            w.notify("p1")
+            w.notify("p2")
+            assert await watch.next(5) == "p1"
+            assert await watch.next(5) == "p2"
+            assert await watch.next(0.01) is None
+            assert len(w) == 3  # waking did not unregister it
+            loop.call_later(0.01, w.notify, "p0")
+            assert await watch.next(5) == "p0"
+        assert len(w) == 0
+
+    asyncio.run(scenario())

@@ -11,18 +11,15 @@ import os
 from pathlib import Path
 
 
-def write_atomically(path: Path, text: str, *, sync: bool = True) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` by a rename, so readers see the old file or the new
-    one, never a torn one; ``sync`` also fsyncs the file and its directory."""
+    one, never a torn one; the file and its directory are fsynced."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write(text)
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
-    if not sync:
-        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -44,14 +41,17 @@ def write_int(path: Path, value: int) -> None:
 class LeaderEpochCache:
     """Epoch -> first offset written in that epoch; what followers ask for in Step 5.
 
-    Entries are kept sorted by epoch and by start offset. Written on every change (by a
-    rename, never torn). A new epoch recorded by an append is fsynced with the log
-    (:meth:`flush`, which the partition log calls when it flushes or closes), not on the
-    append: an fsync per partition on its first write in an epoch stalled the broker for
-    seconds when hundreds of partitions got their first records at once (Kafka moved
-    this flush off the append path too, KAFKA-15046). It is no less durable than the
-    records it describes, and recovery truncates entries past what the log kept.
-    Truncations, rare and made when the log itself changes, are fsynced at once.
+    Entries are kept sorted by epoch and by start offset. The file is replaced by a
+    rename, never torn. A new epoch recorded by an append is written and fsynced with
+    the log (:meth:`flush`, which the partition log calls when it flushes, rolls or
+    closes), not on the append: writing it there (an fsync, and even without one a
+    rename over the old file, which ext4 makes wait for the new file's blocks) stalled
+    the broker for seconds when hundreds of partitions got their first records at once;
+    Kafka moved this flush off the append path too (KAFKA-15046). After a crash, the
+    partition log's recovery of the segments past its recovery point (the records that
+    were not flushed either) assigns their epochs again from the batches, as Kafka's
+    segment recovery does, and truncates entries past what the log kept. Truncations,
+    rare and made when the log itself changes, are written and fsynced at once.
     """
 
     def __init__(self, path: Path) -> None:
@@ -65,15 +65,15 @@ class LeaderEpochCache:
                 epoch, start = line.split()
                 self.entries.append((int(epoch), int(start)))
 
-    def _save(self, *, sync: bool = True) -> None:
+    def _save(self) -> None:
         body = "".join(f"{e} {s}\n" for e, s in self.entries)
-        write_atomically(self.path, f"0\n{len(self.entries)}\n{body}", sync=sync)
-        self._dirty = not sync
+        write_atomically(self.path, f"0\n{len(self.entries)}\n{body}")
+        self._dirty = False
 
     def flush(self) -> None:
-        """fsync what :meth:`assign` wrote since the last flush."""
+        """Write (and fsync) what :meth:`assign` recorded since the last flush."""
         if self._dirty:
-            self._save(sync=True)
+            self._save()
 
     @property
     def latest_epoch(self) -> int:
@@ -84,7 +84,7 @@ class LeaderEpochCache:
         if self.entries and epoch <= self.entries[-1][0]:
             return
         self.entries.append((epoch, start_offset))
-        self._save(sync=False)
+        self._dirty = True  # written by flush()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch: ``(largest epoch <= epoch, its end offset)``."""

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from data_plane.log.compaction import compact
 from data_plane.log.config import LogConfig
@@ -30,8 +31,9 @@ logger = logging.getLogger(__name__)
 ConfigLookup = Callable[[uuid.UUID], LogConfig]
 
 
-@dataclass(frozen=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A partition's key in maps and waiters (a tuple: built and hashed on every request)."""
+
     topic_id: uuid.UUID
     partition: int
 

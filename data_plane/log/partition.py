@@ -106,6 +106,7 @@ class AppendInfo:
 class TimestampLookup:
     offset: int
     timestamp: int
+    leader_epoch: int = -1  # the batch's partition leader epoch (-1: none recorded)
 
 
 _ATTR_TS_TYPE = 0x08
@@ -301,7 +302,7 @@ class PartitionLog:
                 break
         for i in range(first, len(self.segments)):
             segment = self.segments[i]
-            cut = segment.recover()
+            cut = segment.recover(self._reassign_epoch)
             self.recovered_bytes_cut += cut
             if i + 1 < len(self.segments):
                 segment.seal()
@@ -313,6 +314,12 @@ class PartitionLog:
                         path.unlink(missing_ok=True)
                 del self.segments[i + 1 :]
                 break
+
+    def _reassign_epoch(self, header: BatchHeader) -> None:
+        """Recovery: the epoch of a batch that was not flushed may not be in the epoch
+        file yet (it is written with the log's flush), so it is taken from the batch."""
+        if header.partition_leader_epoch >= 0:
+            self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
 
     def close(self) -> None:
         """Flush, seal the indexes and leave the clean-shutdown marker."""
@@ -555,6 +562,7 @@ class PartitionLog:
                 raise LogIOError(f"roll of {self.directory.name} failed: {exc}") from exc
             self.segments.append(segment)
             self._bases.append(segment.base_offset)
+            self.leader_epochs.flush()  # with the records below the new recovery point
             self.recovery_point = segment.base_offset
             write_int(self.directory / RECOVERY_POINT, self.recovery_point)
             self._write_producer_snapshot(sync=True)
@@ -637,7 +645,38 @@ class PartitionLog:
                             header.max_timestamp if header.timestamp_type == 1 else record.timestamp
                         )
                         if ts >= timestamp and record.offset >= self.log_start_offset:
-                            return TimestampLookup(record.offset, ts)
+                            return TimestampLookup(record.offset, ts, header.partition_leader_epoch)
+            return None
+
+    def max_timestamp_lookup(self) -> TimestampLookup | None:
+        """The first record with the largest timestamp (Kafka's MAX_TIMESTAMP, KIP-734): in
+        the segment whose largest timestamp is the largest (the first such), the first
+        batch holding it, and in that batch the first record with it (with log append time,
+        every record of the batch has it, so its first)."""
+        with self._lock:
+            best: LogSegment | None = None
+            for segment in self.segments:
+                if segment.max_timestamp >= 0 and (
+                    best is None or segment.max_timestamp > best.max_timestamp
+                ):
+                    best = segment
+            if best is None:
+                return None
+            target = best.max_timestamp
+            _, start_offset = best.timeindex.lookup(target)
+            found = best.find(start_offset)
+            if found is None:
+                return None
+            for position, header in best.headers_from(found[0]):
+                if header.max_timestamp != target:
+                    continue
+                if header.timestamp_type == 1:
+                    return TimestampLookup(
+                        header.base_offset, target, header.partition_leader_epoch
+                    )
+                for record in RecordBatch.decode(best.read_batch(position, header)).records:
+                    if record.timestamp == target:
+                        return TimestampLookup(record.offset, target, header.partition_leader_epoch)
             return None
 
     @property

@@ -18,7 +18,7 @@ Not thread-safe: :class:`~data_plane.log.partition.PartitionLog` serialises acce
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +69,16 @@ class FileSlice:
             os.close(fd)
 
 
+POSITIONS_KEPT = 32  # per segment, in each of LogSegment's two position maps
+
+
+def _remember(positions: dict[int, int], offset: int, position: int) -> None:
+    """Map ``offset`` to ``position``, forgetting the oldest entry beyond the bound."""
+    if positions.pop(offset, None) is None and len(positions) >= POSITIONS_KEPT:
+        positions.pop(next(iter(positions), offset), None)  # the oldest
+    positions[offset] = position  # (re-)inserted as the newest
+
+
 class LogSegment:
     def __init__(
         self,
@@ -96,6 +106,12 @@ class LogSegment:
         self._bytes_since_index = 0
         self._next_offset: int | None = None
         self._max_timestamp: int | None = None
+        # Where reads will start next, so that a reader at the tail needs no index lookup
+        # and no scan: the offsets that begin the last appended batches, and the offsets
+        # where recent reads ended (a consumer's next fetch position), each -> the file
+        # position of the first batch at or after it. Bounded; cleared when cut back.
+        self._appended: dict[int, int] = {}
+        self._read_ends: dict[int, int] = {}
 
     # --- opening ------------------------------------------------------------------------
 
@@ -221,6 +237,7 @@ class LogSegment:
             self._bytes_since_index = 0
         self._bytes_since_index += header.size
         self._next_offset = header.next_offset
+        _remember(self._appended, header.base_offset, position)
         if self._max_timestamp is None or header.max_timestamp > self._max_timestamp:
             self._max_timestamp = header.max_timestamp
 
@@ -245,7 +262,11 @@ class LogSegment:
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset`` (with its position)."""
-        _, position = self.index.lookup(offset)
+        position = self._appended.get(offset)
+        if position is None:
+            position = self._read_ends.get(offset)
+            if position is None:
+                _, position = self.index.lookup(offset)
         for pos, header in self.headers_from(position):
             if header.last_offset >= offset:
                 return pos, header
@@ -268,13 +289,18 @@ class LogSegment:
             return None
         end = start
         next_offset = first.base_offset
-        for pos, header in self.headers_from(start):
+        pos, header, size, fd = start, first, self.size, self._ensure_open()
+        while True:
             if max_offset is not None and header.last_offset >= max_offset:
                 break
             if pos + header.size - start > max_bytes and not (min_one and pos == start):
                 break
-            end = pos + header.size
+            end = pos = pos + header.size
             next_offset = header.next_offset
+            if pos + BATCH_HEADER_SIZE > size:
+                break
+            header = read_header(os.pread(fd, BATCH_HEADER_SIZE, pos))
+        _remember(self._read_ends, next_offset, end)
         return FileSlice(self.log_path, start, end - start, first.base_offset, next_offset)
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
@@ -304,8 +330,9 @@ class LogSegment:
 
     # --- recovery and truncation ----------------------------------------------------------
 
-    def recover(self) -> int:
-        """Validate every batch, rebuild both indexes, cut any invalid tail.
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Validate every batch, rebuild both indexes, cut any invalid tail; ``on_batch``
+        is called with each valid batch's header, in order.
 
         Returns how many bytes were cut. Leaves the segment open for append with fresh,
         preallocated indexes.
@@ -316,12 +343,16 @@ class LogSegment:
         self._bytes_since_index = 0
         self._next_offset = self.base_offset
         self._max_timestamp = -1
+        self._appended.clear()
+        self._read_ends.clear()
         self.size = os.fstat(self._ensure_open()).st_size
         valid_end = 0
         try:
             for position, header in self.headers_from(0, validate=True):
                 self._index_batch(header, position)
                 valid_end = position + header.size
+                if on_batch is not None:
+                    on_batch(header)
         except InvalidRecordBatch:
             pass
         cut = self.size - valid_end
@@ -343,6 +374,8 @@ class LogSegment:
         assert self._fd is not None and self._index is not None and self._timeindex is not None
         os.ftruncate(self._fd, position)
         self.size = position
+        self._appended.clear()
+        self._read_ends.clear()
         self._index.truncate_to_offset(offset)
         self._timeindex.truncate_to_offset(offset)
         self._next_offset = None

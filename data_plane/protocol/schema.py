@@ -13,7 +13,8 @@ default. Fields absent from a version are neither read nor written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import struct
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,27 +162,108 @@ def _plan(fields: Sequence[Field], version: int, flexible: bool) -> _Plan:
 def _read_struct(
     fields: Sequence[Field], buf: Buffer, pos: int, version: int, flexible: bool
 ) -> tuple[dict[str, Any], int]:
-    out: dict[str, Any] = {}
+    return _decoder(fields, version, flexible)(buf, pos)
+
+
+# A struct's decoder for one (version, flexible), built once from its plan, as _encoder:
+# runs of fixed-size fields are unpacked with one struct.Struct.
+_Decoder = Callable[[Buffer, int], tuple[dict[str, Any], int]]
+_Step = Callable[[Buffer, int, dict[str, Any]], int]
+_DECODERS: dict[tuple[int, int, bool], tuple[Sequence[Field], _Decoder]] = {}
+
+
+def _decoder(fields: Sequence[Field], version: int, flexible: bool) -> _Decoder:
+    key = (id(fields), version, flexible)
+    entry = _DECODERS.get(key)
+    if entry is None or entry[0] is not fields:
+        entry = _DECODERS[key] = (fields, _compile_decoder(fields, version, flexible))
+    return entry[1]
+
+
+def _compile_decoder(fields: Sequence[Field], version: int, flexible: bool) -> _Decoder:
     plan = _plan(fields, version, flexible)
-    # Wire order: regular fields, then the tagged ones (at their defaults unless sent).
+    steps: list[_Step] = []
+    run: list[Field] = []
     for f, nullable in plan.regular:
-        out[f.name], pos = _read_value(f.type, buf, pos, version, flexible, nullable)
+        if isinstance(f.type, _Fixed) and not nullable:
+            run.append(f)
+            continue
+        if run:
+            steps.append(_fixed_read_step(tuple(run)))
+            run = []
+        steps.append(_value_read_step(f, nullable, version, flexible))
+    if run:
+        steps.append(_fixed_read_step(tuple(run)))
     tagged = {tag: f for tag, (f, _) in plan.tagged.items()}
-    for f in tagged.values():
-        out[f.name] = f.default_value(version)
-    if flexible:
-        raw, pos = read_tagged_fields(buf, pos)
-        for tag, data in raw.items():
-            tf = tagged.get(tag)
-            if tf is None:
-                continue  # unknown tags are skipped, as the spec requires
-            value, end = _read_value(
-                tf.type, data, 0, version, True, in_range(version, tf.nullable)
-            )
-            if end != len(data):
-                raise ProtocolError(f"tagged field {tf.name} has trailing bytes")
-            out[tf.name] = value
-    return out, pos
+
+    def decode(buf: Buffer, pos: int) -> tuple[dict[str, Any], int]:
+        out: dict[str, Any] = {}
+        # Wire order: regular fields, then the tagged ones (at their defaults unless sent).
+        for step in steps:
+            pos = step(buf, pos, out)
+        for f in tagged.values():
+            out[f.name] = f.default_value(version)
+        if flexible:
+            raw, pos = read_tagged_fields(buf, pos)
+            for tag, data in raw.items():
+                tf = tagged.get(tag)
+                if tf is None:
+                    continue  # unknown tags are skipped, as the spec requires
+                value, end = _read_value(
+                    tf.type, data, 0, version, True, in_range(version, tf.nullable)
+                )
+                if end != len(data):
+                    raise ProtocolError(f"tagged field {tf.name} has trailing bytes")
+                out[tf.name] = value
+        return out, pos
+
+    return decode
+
+
+def _fixed_read_step(run: tuple[Field, ...]) -> _Step:
+    names = tuple(f.name for f in run)
+    unpacker = struct.Struct(">" + "".join(f.type.struct.format.lstrip(">") for f in run))
+    size = unpacker.size
+
+    def step(buf: Buffer, pos: int, out: dict[str, Any]) -> int:
+        if pos + size > len(buf):
+            raise ProtocolError(f"need {size} bytes at {pos}, frame has {len(buf) - pos}")
+        for name, value in zip(names, unpacker.unpack_from(buf, pos), strict=True):
+            out[name] = value
+        return pos + size
+
+    return step
+
+
+def _value_read_step(f: Field, nullable: bool, version: int, flexible: bool) -> _Step:
+    name, t = f.name, f.type
+    element = t.element if isinstance(t, Array) else None
+    if isinstance(element, Struct):
+        element_decoder = _decoder(element.fields, version, flexible)
+
+        def array_step(buf: Buffer, pos: int, out: dict[str, Any]) -> int:
+            n, pos = read_length(buf, pos, flexible, INT32)
+            if n == -1:
+                if not nullable:
+                    raise ProtocolError("null array where the schema forbids it")
+                out[name] = None
+                return pos
+            if n < -1 or n > len(buf) - pos:
+                raise ProtocolError(f"array of {n} elements cannot fit in the frame")
+            items = []
+            for _ in range(n):
+                item, pos = element_decoder(buf, pos)
+                items.append(item)
+            out[name] = items
+            return pos
+
+        return array_step
+
+    def step(buf: Buffer, pos: int, out: dict[str, Any]) -> int:
+        out[name], pos = _read_value(t, buf, pos, version, flexible, nullable)
+        return pos
+
+    return step
 
 
 # --- encoding --------------------------------------------------------------------------
@@ -245,25 +327,107 @@ def _write_value(
 def _write_struct(
     fields: Sequence[Field], obj: Mapping[str, Any], w: _Writer, version: int, flexible: bool
 ) -> None:
-    tagged: dict[int, bytes] = {}
+    _encoder(fields, version, flexible)(obj, w)
+
+
+# A struct's encoder for one (version, flexible), built once from its plan: runs of
+# fixed-size fields are packed with one struct.Struct, arrays of structs call their
+# element's encoder directly, and defaults are computed up front. Keyed like _PLANS.
+_Encoder = Callable[[Any, _Writer], None]
+_ENCODERS: dict[tuple[int, int, bool], tuple[Sequence[Field], _Encoder]] = {}
+
+
+def _encoder(fields: Sequence[Field], version: int, flexible: bool) -> _Encoder:
+    key = (id(fields), version, flexible)
+    entry = _ENCODERS.get(key)
+    if entry is None or entry[0] is not fields:
+        entry = _ENCODERS[key] = (fields, _compile(fields, version, flexible))
+    return entry[1]
+
+
+def _compile(fields: Sequence[Field], version: int, flexible: bool) -> _Encoder:
     plan = _plan(fields, version, flexible)
-    is_mapping = isinstance(obj, Mapping)
+    steps: list[_Encoder] = []
+    run: list[Field] = []
     for f, nullable in plan.regular:
-        value = obj.get(f.name, _MISSING) if is_mapping else _MISSING
+        if isinstance(f.type, _Fixed) and not nullable:
+            run.append(f)
+            continue
+        if run:
+            steps.append(_fixed_step(tuple(run), version))
+            run = []
+        steps.append(_value_step(f, nullable, version, flexible))
+    if run:
+        steps.append(_fixed_step(tuple(run), version))
+    tagged = [
+        (tag, f, nullable, f.default_value(version)) for tag, (f, nullable) in plan.tagged.items()
+    ]
+
+    def encode(obj: Any, w: _Writer) -> None:
+        if not isinstance(obj, Mapping):
+            obj = {}
+        for step in steps:
+            step(obj, w)
+        if flexible:
+            written: dict[int, bytes] = {}
+            for tag, f, nullable, default in tagged:
+                value = obj.get(f.name, _MISSING)
+                if value is _MISSING or (value is None and not nullable):
+                    value = default
+                if value == default:
+                    continue  # tagged fields are omitted at their default
+                sub = _Writer()
+                _write_value(f.type, value, sub, version, True, nullable)
+                written[tag] = bytes(sub.out)
+            write_tagged_fields(written, w.out)
+
+    return encode
+
+
+def _fixed_step(run: tuple[Field, ...], version: int) -> _Encoder:
+    """Fields of fixed size, side by side: one pack (a missing or None value: its default)."""
+    pairs = tuple((f.name, f.default_value(version)) for f in run)
+    packer = struct.Struct(">" + "".join(f.type.struct.format.lstrip(">") for f in run))
+
+    def step(obj: Mapping[str, Any], w: _Writer) -> None:
+        get = obj.get
+        values = [default if (v := get(name)) is None else v for name, default in pairs]
+        try:
+            w.out += packer.pack(*values)
+        except struct.error:
+            for f, value in zip(run, values, strict=True):
+                f.type.write(value, w.out)  # raises the field's own ProtocolError
+            raise
+
+    return step
+
+
+def _value_step(f: Field, nullable: bool, version: int, flexible: bool) -> _Encoder:
+    name, t, default = f.name, f.type, f.default_value(version)
+    element = t.element if isinstance(t, Array) else None
+    if isinstance(element, Struct):
+        element_encoder = _encoder(element.fields, version, flexible)
+
+        def array_step(obj: Mapping[str, Any], w: _Writer) -> None:
+            value = obj.get(name, _MISSING)
+            if value is _MISSING or (value is None and not nullable):
+                value = default
+            if value is None:
+                write_length(-1, w.out, flexible, INT32)
+                return
+            write_length(len(value), w.out, flexible, INT32)
+            for item in value:
+                element_encoder(item, w)
+
+        return array_step
+
+    def step(obj: Mapping[str, Any], w: _Writer) -> None:
+        value = obj.get(name, _MISSING)
         if value is _MISSING or (value is None and not nullable):
-            value = f.default_value(version)
-        _write_value(f.type, value, w, version, flexible, nullable)
-    for tag, (f, nullable) in plan.tagged.items():
-        value = obj.get(f.name, _MISSING) if is_mapping else _MISSING
-        if value is _MISSING or (value is None and not nullable):
-            value = f.default_value(version)
-        if value == f.default_value(version):
-            continue  # tagged fields are omitted at their default
-        sub = _Writer()
-        _write_value(f.type, value, sub, version, True, nullable)
-        tagged[tag] = bytes(sub.out)
-    if flexible:
-        write_tagged_fields(tagged, w.out)
+            value = default
+        _write_value(t, value, w, version, flexible, nullable)
+
+    return step
 
 
 # --- messages --------------------------------------------------------------------------

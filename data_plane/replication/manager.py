@@ -444,22 +444,23 @@ class ReplicaManager:
         # min_bytes is there (a fetch of many partitions that each get a record now and
         # then would otherwise re-read all of them every time); the answer, once enough is
         # there or the wait is over, reads them all afresh, as Kafka's DelayedFetch does.
-        while (remaining := deadline - time.monotonic()) > 0:
-            moved = await waiters.wait(keys, remaining)
-            if moved is None:
-                break  # waited out
-            i = where.get(cast(TopicPartition, moved))
-            if i is None:
-                continue
-            held = results[i].records
-            had = held.length if held is not None else 0
-            [again], found = self._read(
-                replica_id, [partitions[i]], max_bytes, False, None, already=total - had
-            )
-            results[i] = again
-            total += found - had
-            if total >= min_bytes:
-                break  # enough: answer with everything there now, as Kafka completes
+        with waiters.watching(keys) as watch:
+            while (remaining := deadline - time.monotonic()) > 0:
+                moved = await watch.next(remaining)
+                if moved is None:
+                    break  # waited out
+                i = where.get(cast(TopicPartition, moved))
+                if i is None:
+                    continue
+                held = results[i].records
+                had = held.length if held is not None else 0
+                [again], found = self._read(
+                    replica_id, [partitions[i]], max_bytes, False, None, already=total - had
+                )
+                results[i] = again
+                total += found - had
+                if total >= min_bytes:
+                    break  # enough: answer with everything there now, as Kafka completes
         return self._read(replica_id, partitions, max_bytes, False, None)
 
     def _read(

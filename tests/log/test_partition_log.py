@@ -248,3 +248,49 @@ def test_a_replica_fetch_of_thousands_of_batches_appends_in_one_call(tmp_path):
     log.close()
     reopened = open_log(tmp_path / "p", LogConfig(segment_bytes=64 * 2**20))
     assert reopened.log_end_offset == count
+
+
+def test_tail_reads_from_remembered_positions_match_a_fresh_log(tmp_path):
+    """Reads at the tail start from positions remembered at append and at the end of the
+    previous read; after a truncation (a follower cut back to its leader) and appends of
+    different sizes, every read still returns what a read through the offset index alone
+    (nothing remembered) returns."""
+    log = open_log(tmp_path / "p", LogConfig(segment_bytes=1 << 20, index_interval_bytes=4096))
+    position = 0
+
+    def read_all_from(start: int) -> list[tuple[int, int, bytes]]:
+        found = log.read(start, 1 << 20)
+        remembered = [(dict(s._appended), dict(s._read_ends)) for s in log.segments]
+        for segment in log.segments:
+            segment._appended.clear()
+            segment._read_ends.clear()
+        fresh = log.read(start, 1 << 20)
+        for segment, (appended, read_ends) in zip(log.segments, remembered, strict=True):
+            segment._appended.update(appended)
+            segment._read_ends.update(read_ends)
+        assert (found is None) == (fresh is None)
+        if found is None:
+            return []
+        assert (found.first_offset, found.next_offset, found.read()) == (
+            fresh.first_offset,
+            fresh.next_offset,
+            fresh.read(),
+        )
+        return [(found.first_offset, found.next_offset, found.read())]
+
+    for round_ in range(3):
+        for i in range(40):
+            log.append(batch(1 + (i + round_) % 3, size=10 + 7 * round_))
+            if i % 4 == 0:  # a consumer at the tail, fetching every few appends
+                for first, next_offset, _ in read_all_from(position):
+                    assert first <= position < next_offset
+                    position = next_offset
+        for start in range(log.log_end_offset + 1):  # incl. offsets that began old batches
+            read_all_from(start)
+        log.flush()
+        cut = log.log_end_offset - 25
+        log.truncate_to(cut)  # positions remembered beyond the cut are gone with it
+        position = min(position, log.log_end_offset)  # a cut mid-batch takes the batch
+        for start in range(max(0, cut - 5), log.log_end_offset + 1):
+            read_all_from(start)
+    assert [r.offset for r in all_records(log)] == list(range(log.log_end_offset))

@@ -112,9 +112,13 @@ def test_leftovers_of_deletes_are_removed_on_open(tmp_path):
     assert os.path.exists(tmp_path / "p" / "log-start-offset")
 
 
-def test_a_new_epoch_is_written_at_once_and_fsynced_with_the_log(tmp_path, monkeypatch):
-    """An append that starts an epoch writes the leader-epoch file (atomically) without
-    waiting for the disk; the log's flush fsyncs it, as Kafka does since KAFKA-15046."""
+def test_a_new_epoch_is_written_with_the_log_flush_and_recovered_from_the_batches(
+    tmp_path, monkeypatch
+):
+    """An append that starts an epoch does not touch the disk: the leader-epoch file is
+    written (atomically, fsynced) by the log's flush or roll, as Kafka does since
+    KAFKA-15046. After a crash before any flush, recovery takes the epochs from the
+    batches past the recovery point."""
     from data_plane.log.checkpoint import LeaderEpochCache
 
     synced: list[int] = []
@@ -125,13 +129,36 @@ def test_a_new_epoch_is_written_at_once_and_fsynced_with_the_log(tmp_path, monke
         real(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    log = open_log(tmp_path / "t-0")
-    log.leader_epochs.assign(3, 0)
+    log = open_log(tmp_path / "t-0", BIG)
+    log.append(batch(2), leader_epoch=3)
+    log.append(batch(2), leader_epoch=5)
     assert synced == []
-    assert LeaderEpochCache(log.leader_epochs.path).entries == [(3, 0)]
+    assert LeaderEpochCache(log.leader_epochs.path).entries == []  # not written yet
     log.flush()
+    assert LeaderEpochCache(log.leader_epochs.path).entries == [(3, 0), (5, 2)]
     assert len(synced) >= 3  # the segment, then the epoch file and its directory
     before = len(synced)
     log.leader_epochs.flush()
     assert len(synced) == before  # nothing new to sync
-    log.close()
+    log.append(batch(2), leader_epoch=7)  # never flushed: only in the batch
+    crash(log)
+    assert LeaderEpochCache(log.leader_epochs.path).entries == [(3, 0), (5, 2)]
+    again = open_log(tmp_path / "t-0", BIG)
+    assert again.leader_epochs.entries == [(3, 0), (5, 2), (7, 4)]
+    assert again.leader_epochs.end_offset_for(5, again.log_end_offset) == (5, 4)
+    again.close()
+    assert open_log(tmp_path / "t-0", BIG).leader_epochs.entries == [(3, 0), (5, 2), (7, 4)]
+
+
+def test_a_roll_writes_the_epochs_below_the_new_recovery_point(tmp_path):
+    """A roll moves the recovery point past the sealed segment, whose batches recovery
+    will not read again: their epochs are written with it."""
+    from data_plane.log.checkpoint import LeaderEpochCache
+
+    log = open_log(tmp_path / "t-0", BIG)
+    log.append(batch(2), leader_epoch=2)
+    log.roll()
+    assert LeaderEpochCache(log.leader_epochs.path).entries == [(2, 0)]
+    log.append(batch(2), leader_epoch=4)
+    crash(log)
+    assert open_log(tmp_path / "t-0", BIG).leader_epochs.entries == [(2, 0), (4, 2)]
