@@ -65,6 +65,7 @@ from data_plane.groups.consumer_state import (
 )
 from data_plane.groups.coordinator import Group, GroupCoordinator, GroupError
 from data_plane.groups.model import GroupRecord, GroupState, OffsetRecord
+from data_plane.groups.persistence import wait_persisted, write_group
 from data_plane.protocol.errors import ErrorCode
 
 logger = logging.getLogger("millrace.groups")
@@ -187,30 +188,13 @@ class ConsumerGroupCoordinator(ClassicMembers):
             group.writer = asyncio.get_running_loop().create_task(self._write(group))
 
     async def _write(self, group: ConsumerGroup) -> None:
-        failures = 0
-        while group.persisted < group.version:
-            version = group.version
-            try:
-                await self.classic.call(self.classic.store.save_group, group.record())
-            except Exception:
-                failures += 1
-                logger.exception("storing consumer group %s failed", group.group_id)
-                if failures >= 5:
-                    return
-                await self.classic._sleep(0.5 * failures)
-                continue
-            group.persisted = max(group.persisted, version)
+        classic = self.classic
+        await write_group(
+            group, lambda record: classic.call(classic.store.save_group, record), classic._sleep
+        )
 
     async def _persisted(self, group: ConsumerGroup) -> bool:
-        target = group.version
-        for _ in range(3):
-            if group.persisted >= target:
-                return True
-            if group.writer is None or group.writer.done():
-                self._changed(group)
-            assert group.writer is not None
-            await asyncio.shield(group.writer)
-        return group.persisted >= target
+        return await wait_persisted(group, lambda _: self._changed(group))
 
     # --- timers ---------------------------------------------------------------------------
 
@@ -400,10 +384,24 @@ class ConsumerGroupCoordinator(ClassicMembers):
             self._changed(group)
             if not await self._persisted(group):
                 raise GroupError(E.COORDINATOR_NOT_AVAILABLE, "storing the group failed")
+        # Kafka answers with the assignment on a full request (a join, or what a client sends
+        # after an error) or when it changed. librdkafka resends a timed-out request as it
+        # was, so a member whose answer was lost after the coordinator acted on it would
+        # never learn its assignment (a member asked to revoke would hold everything until
+        # its rebalance timeout). So it is also sent while the member is reconciling, and
+        # when the request's epoch is behind the one answered; clients ignore an assignment
+        # they already have.
         full = member_epoch == JOIN_EPOCH or (
-            rebalance_timeout_ms != -1 and subscribed_topic_names is not None and owned is not None
+            rebalance_timeout_ms != -1
+            and (subscribed_topic_names is not None or subscribed_topic_regex is not None)
+            and owned is not None
         )
-        send = full or member.assigned != before_assigned
+        send = (
+            full
+            or member.assigned != before_assigned
+            or member.state != STABLE
+            or member_epoch != member.member_epoch
+        )
         return HeartbeatAnswer(
             member.member_id,
             member.member_epoch,

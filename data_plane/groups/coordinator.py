@@ -45,6 +45,7 @@ from data_plane.groups.model import (
     MemberRecord,
     OffsetRecord,
 )
+from data_plane.groups.persistence import wait_persisted, write_group
 from data_plane.protocol.errors import ErrorCode
 
 logger = logging.getLogger("millrace.groups")
@@ -352,31 +353,13 @@ class GroupCoordinator:
         await write
 
     async def _write(self, group: Group) -> None:
-        failures = 0
-        while group.persisted < group.version:
-            version = group.version
-            try:
-                await self.call(self.store.save_group, group.record())
-            except Exception:
-                failures += 1
-                logger.exception("storing group %s failed", group.group_id)
-                if failures >= 5:
-                    return
-                await self._sleep(0.5 * failures)
-                continue
-            group.persisted = max(group.persisted, version)
+        await write_group(
+            group, lambda record: self.call(self.store.save_group, record), self._sleep
+        )
 
     async def _persisted(self, group: Group) -> bool:
         """Wait until the group as it is now is stored; False if the store keeps failing."""
-        target = group.version
-        for _ in range(3):
-            if group.persisted >= target:
-                return True
-            if group.writer is None or group.writer.done():
-                self._changed(group)
-            assert group.writer is not None
-            await asyncio.shield(group.writer)
-        return group.persisted >= target
+        return await wait_persisted(group, lambda _: self._changed(group))
 
     # --- timers -------------------------------------------------------------------------
 

@@ -145,17 +145,40 @@ def test_a_joining_member_waits_for_revocation_and_the_others_keep_the_rest():
         a = await w.beat("a", 1, a_owned)
         kept = parts(a)
         assert a.member_epoch == 1 and count(kept) == 3 and kept[ORDERS] < a_owned[ORDERS]
-        # Still reporting all six: nothing moves.
+        # Still reporting all six: nothing moves (and a is told again what to keep).
         again = await w.beat("a", 1, a_owned)
-        assert again.member_epoch == 1 and again.assignment is None
+        assert again.member_epoch == 1 and parts(again) == kept
         b = await w.beat("b", 2, {})
-        assert b.assignment is None  # unreleased yet
+        assert parts(b) == {}  # unreleased yet
         # a reports only what it kept: revocation done, a moves to epoch 2.
         a = await w.beat("a", 1, kept)
         assert a.member_epoch == 2
         b = await w.beat("b", 2, {})
         assert parts(b) == {ORDERS: a_owned[ORDERS] - kept[ORDERS]}
         assert (await w.group()).state == S.STABLE
+
+    run(scenario)
+
+
+def test_a_member_whose_answer_was_lost_learns_its_assignment_from_a_resent_request():
+    """librdkafka resends a timed-out heartbeat as it was (not a full request): the answer
+    to it still carries the assignment the lost answer had, for a member asked to revoke
+    and for one whose epoch moved on."""
+
+    async def scenario(w: World) -> None:
+        a = await w.beat("a", 0)
+        everything = parts(a)
+        await w.beat("b", 0)
+        kept = parts(await w.beat("a", 1))  # this answer is lost...
+        resent = await w.beat("a", 1)  # ...and the same request is sent again
+        assert resent.member_epoch == 1 and parts(resent) == kept
+        assert count(kept) == 3 and kept[ORDERS] < everything[ORDERS]
+        bumped = await w.beat("a", 1, kept)  # the ack: epoch 2; this answer lost too
+        assert bumped.member_epoch == 2
+        resent = await w.beat("a", 1, kept)  # the ack again (it carries what a owns)
+        assert resent.member_epoch == 2 and parts(resent) == kept
+        steady = await w.beat("a", 2)  # caught up: nothing new, nothing sent
+        assert steady.member_epoch == 2 and steady.assignment is None
 
     run(scenario)
 
