@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections, transaction
 
 from control_plane.access import services as access_services
@@ -18,7 +19,7 @@ from control_plane.access.models import Acl, ApiKey
 from control_plane.audit.services import record_event
 from control_plane.brokerlink.credentials import operator_of
 from control_plane.catalog import services as catalog_services
-from control_plane.catalog.models import Partition, Topic
+from control_plane.catalog.models import Broker, Partition, Topic
 from control_plane.controller import reassign
 from control_plane.controller.services import elect_requested
 from control_plane.core.actor import Actor
@@ -35,7 +36,7 @@ from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Tenant
 from data_plane.broker.ports import AdminError
 from data_plane.client_quotas import Entity
-from data_plane.metadata.model import Principal
+from data_plane.metadata.model import BrokerInfo, Principal
 from data_plane.protocol.errors import ErrorCode
 
 
@@ -248,6 +249,14 @@ class DjangoAdmin:
                 tuple(row.removing_replicas),
             )
         return out
+
+    def fenced_brokers(self) -> Mapping[int, BrokerInfo]:
+        close_old_connections()
+        live = Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS)
+        return {
+            b.id: BrokerInfo(b.id, b.host, b.port, b.rack or None, b.tls_host or None, b.tls_port)
+            for b in Broker.objects.exclude(id__in=live.values("id")).order_by("id")
+        }
 
     def audit(
         self,

@@ -256,6 +256,11 @@ class MemoryStore:
             self.reads[(BROKERS, None)] += 1
             return {b.info.id: b.info for b in self._live()}
 
+    def fenced_brokers(self) -> Mapping[int, BrokerInfo]:
+        with self._lock:
+            live = {b.info.id for b in self._live()}
+            return {i: b.info for i, b in sorted(self._brokers.items()) if i not in live}
+
     def snapshot(self) -> MetadataSnapshot:
         with self._lock:
             topics: dict[int, dict[str, TopicInfo]] = {}

@@ -224,6 +224,12 @@ class Admin(Protocol):
         those not being reassigned, are left out."""
         ...
 
+    def fenced_brokers(self) -> Mapping[int, BrokerInfo]:
+        """Registered brokers that are not live: fenced by the controller, shutting down
+        or stopped, or with a lapsed lease (DescribeCluster v2's fenced brokers, KIP-1073;
+        a KRaft broker stays registered, and fenced, until it is unregistered)."""
+        ...
+
     def alter_client_quotas(
         self,
         principal: Principal,

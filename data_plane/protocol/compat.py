@@ -92,8 +92,9 @@ FOOTER = """
 - **Metadata** v0 with an empty topic list lists every topic (v0 cannot send null); from
   v1 an empty list asks for none and null for all. v13's top-level `error_code`
   (KIP-1102) is always `NONE`: nothing here calls for `REBOOTSTRAP_REQUIRED`.
-- **DescribeCluster** v2's `include_fenced_brokers` (KIP-1073): brokers know only the
-  live brokers, so the answer lists those, each with `is_fenced` false, whatever is asked.
+- **DescribeCluster** v2's `include_fenced_brokers` (KIP-1073) adds the registered
+  brokers that are not live (fenced by the controller, stopped, or with a lapsed lease)
+  with `is_fenced` true; live brokers are never fenced.
 - **ApiVersions** v4 differs from v3 only for features with a minimum version 0
   (KAFKA-17011); no features are advertised, so every version gets the same answer.
 - **FindCoordinator** key type 2 (share groups, KIP-932): there are no share groups, so

@@ -17,6 +17,7 @@ from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Role, Tenant
 from tests.broker.conftest import _brokers, confluent_conf
 from tests.broker.test_clients import confluent_create, topic_name
+from tests.broker.test_groups import produce
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -34,15 +35,6 @@ def kafka(django_db_setup, django_db_blocker, tmp_path_factory):
     }
     for envs in _brokers(django_db_blocker, tmp_path_factory, 1, extra_env=extra):
         yield envs[0]
-
-
-def produce(kafka, name, count, partitions, start=0):
-    from confluent_kafka import Producer
-
-    producer = Producer(confluent_conf(kafka, kafka.admin_a, **{"linger.ms": 5}))
-    for i in range(start, start + count):
-        producer.produce(name, value=str(i).encode(), partition=i % partitions)
-    assert producer.flush(30) == 0
 
 
 def consumer(kafka, group, key=None, **extra):

@@ -177,9 +177,11 @@ def test_list_offsets_v10_carries_timeout_ms():
 
 @pytest.mark.parametrize("version", range(0, 3))
 @pytest.mark.parametrize("include_fenced", [False, True])
-def test_describe_cluster_lists_live_brokers_unfenced(world, version, include_fenced):  # noqa: F811
+def test_describe_cluster_lists_fenced_brokers_when_asked(world, version, include_fenced):  # noqa: F811
     store, node, services, acme, _ = world
     store.register_broker(2, "127.0.0.2", 9093, "rack-b")
+    store.register_broker(3, "127.0.0.3", 9094, None)
+    store.deregister_broker(3)  # stopped: still registered, not live
     viewer = principal_of(store, acme, (Operation.DESCRIBE, ResourceType.CLUSTER))
     asyncio.run(node.refresh_metadata())
     body = {
@@ -190,16 +192,25 @@ def test_describe_cluster_lists_live_brokers_unfenced(world, version, include_fe
     answer = wire_call(services, viewer, describe_cluster, version, body)
     assert answer["error_code"] == E.NONE
     brokers = {b["broker_id"]: b for b in answer["brokers"]}
-    assert sorted(brokers) == [1, 2]
     assert (brokers[2]["host"], brokers[2]["port"], brokers[2]["rack"]) == (
         "127.0.0.2",
         9093,
         "rack-b",
     )
-    # Only live brokers are known here, so none is fenced (v2, KIP-1073).
+    # v2 (KIP-1073): the stopped broker is listed, fenced, only when asked for.
+    if version >= 2 and include_fenced:
+        assert sorted(brokers) == [1, 2, 3]
+        assert (brokers[3]["host"], brokers[3]["port"], brokers[3]["is_fenced"]) == (
+            "127.0.0.3",
+            9094,
+            True,
+        )
+    else:
+        assert sorted(brokers) == [1, 2]
     for b in brokers.values():
-        assert b.get("is_fenced", False) is False
         assert ("is_fenced" in b) == (version >= 2)
+    for broker_id in (1, 2):
+        assert brokers[broker_id].get("is_fenced", False) is False
 
 
 # --- FindCoordinator --------------------------------------------------------------------

@@ -248,9 +248,16 @@ def test_broker_registration_changes_the_live_list(world: World) -> None:
     assert store.live_brokers()[2].port == 9002
     delta = store.changes_since(mark)
     assert delta is not None and delta.brokers
+    assert store.fenced_brokers() == {}
     store.deregister_broker(2)
     assert sorted(store.live_brokers()) == [1]
     assert sorted(store.snapshot().brokers) == [1]
+    # Still registered, no longer live: what DescribeCluster v2 lists as fenced.
+    assert {i: (b.host, b.port) for i, b in store.fenced_brokers().items()} == {
+        2: ("127.0.0.1", 9002)
+    }
+    brokers(store, 2)  # registering again: live, not fenced
+    assert sorted(store.live_brokers()) == [1, 2] and store.fenced_brokers() == {}
 
 
 def test_a_cache_kept_by_deltas_sees_what_a_snapshot_sees(world: World) -> None:

@@ -39,16 +39,9 @@ async def handle_describe_cluster(
 ) -> bodies.DescribeClusterResponse:
     svc = ctx.services
     code = E.NONE if ctx.may_cluster(Operation.DESCRIBE) else E.CLUSTER_AUTHORIZATION_FAILED
-    return {
-        "throttle_time_ms": 0,
-        "error_code": code,
-        "error_message": None,
-        "cluster_id": ctx.snapshot.cluster_id,
-        "controller_id": svc.cluster.broker_id,
-        # v2's include_fenced_brokers (KIP-1073) asks for fenced brokers too; the broker
-        # sees only live ones (the metadata snapshot and ports carry no fenced brokers),
-        # so every broker listed is unfenced whatever the request says.
-        "brokers": [
+    brokers: list[bodies.DescribeClusterResponseBrokers] = []
+    if code == E.NONE:
+        brokers = [
             {
                 "broker_id": m["node_id"],
                 "host": m["host"],
@@ -58,8 +51,31 @@ async def handle_describe_cluster(
             }
             for m in svc.cluster.cluster_metadata(ctx.tls)
         ]
-        if code == E.NONE
-        else [],
+        # v2 (KIP-1073): registered brokers that are not live are listed too when asked,
+        # marked fenced (with the client's listener, as the live ones).
+        if ctx.version >= 2 and req.get("include_fenced_brokers"):
+            listed = {b["broker_id"] for b in brokers}
+            fenced = await blocking(svc.admin.fenced_brokers)
+            for broker_id, info in sorted(fenced.items()):
+                host, port = info.endpoint(ctx.tls)
+                if broker_id in listed or port is None:
+                    continue
+                brokers.append(
+                    {
+                        "broker_id": broker_id,
+                        "host": host,
+                        "port": port,
+                        "rack": info.rack,
+                        "is_fenced": True,
+                    }
+                )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": None,
+        "cluster_id": ctx.snapshot.cluster_id,
+        "controller_id": svc.cluster.broker_id,
+        "brokers": brokers,
         "cluster_authorized_operations": authorized_operations(
             ctx,
             ResourceType.CLUSTER,
