@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
 	bench-rebalance bench-replication bench-streams bench-spark bench-console bench-browse \
-	bench-metadata chaos soak screenshots
+	bench-metadata bench-codec chaos soak screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,10 @@ bench-groups: install
 ## Rebalance benchmark: join, clean leave, kill -9 on 900 partitions, classic against KIP-848.
 bench-rebalance: install
 	$(PY) -m bench.rebalance
+
+## Per-request costs in-process: Fetch/Produce encode and decode, first appends to new logs.
+bench-codec: install
+	$(PY) -m bench.codec
 
 ## Replication benchmark: acks=all RF 3 throughput, end-to-end latency, kill -9 failover (3 brokers).
 bench-replication: install

@@ -55,6 +55,20 @@ def test_confluent_configs_and_offsets(kafka):
     late = consumer.offsets_for_times([TopicPartition(name, 0, T0 + 10**9)], timeout=10)
     assert late[0].offset in (-1, 100)  # past the last record: "none" / end
     consumer.close()
+    # AdminClient.list_offsets: MAX_TIMESTAMP is the last record here (the largest
+    # timestamp), and every answer carries the leader epoch the records were written in.
+    from confluent_kafka.admin import OffsetSpec
+
+    tp = TopicPartition(name, 0)
+    answers = {
+        spec: admin.list_offsets({tp: getattr(OffsetSpec, spec)()})[tp].result(20)
+        for spec in ("earliest", "latest", "max_timestamp")
+    }
+    assert answers["earliest"].offset == 0 and answers["latest"].offset == 100
+    top = answers["max_timestamp"]
+    assert (top.offset, top.timestamp) == (99, T0 + 99_000)
+    epochs = {a.leader_epoch for a in answers.values()}
+    assert len(epochs) == 1 and epochs.pop() >= 0
 
 
 def test_kafka_python_configs_and_offsets(kafka):
