@@ -84,11 +84,16 @@ FOOTER = """
   voters only). There are no fetch sessions: every answer has `session_id` 0, so clients
   keep sending full fetches (librdkafka 2.16 fetches at v16).
 - **ListOffsets** special timestamps, as Kafka answers a topic without tiered storage:
-  -1 latest (the high watermark), -2 earliest (the log start), -3 the largest timestamp
-  (v7+), -4 earliest local (v8+, KIP-405: the log start, the whole log being local), -5
-  latest tiered (v9+, KIP-1005: offset -1, nothing is tiered). Any other negative
-  timestamp, or one below its version, answers `UNSUPPORTED_VERSION` (35) for its
-  partition. v10's `timeout_ms` (KIP-1075, for remote reads) is accepted; nothing waits.
+  -1 latest (the high watermark), -2 earliest (the log start), -3 the first record with
+  the largest timestamp (v7+, KIP-734), -4 earliest local (v8+, KIP-405: the log start,
+  the whole log being local), -5 latest tiered (v9+, KIP-1005: offset -1, nothing is
+  tiered). Any other negative timestamp, or one below its version, answers
+  `UNSUPPORTED_VERSION` (35) for its partition. From v4 the answer's `leader_epoch` is
+  Kafka's: the leader's current epoch for latest, the log's first epoch for earliest, the
+  found batch's epoch for a timestamp. A new leader whose high watermark is still behind
+  the start of its epoch answers latest, and a timestamp found nowhere below it,
+  `OFFSET_NOT_AVAILABLE` (78, retriable), as Kafka does. v10's `timeout_ms` (KIP-1075,
+  for remote reads) is accepted; nothing waits.
 - **Metadata** v0 with an empty topic list lists every topic (v0 cannot send null); from
   v1 an empty list asks for none and null for all. v13's top-level `error_code`
   (KIP-1102) is always `NONE`: nothing here calls for `REBOOTSTRAP_REQUIRED`.

@@ -184,6 +184,14 @@ class Partition:
             and now >= follower.retry_isr_after
         )
 
+    @property
+    def high_watermark_lagging(self) -> bool:
+        """A new leader's high watermark behind the start of its epoch: until its ISR has
+        caught up, the high watermark it knows can be older than the one the previous
+        leader exposed, so Kafka answers ListOffsets with OFFSET_NOT_AVAILABLE (retriable)
+        instead of an offset that could move a consumer back."""
+        return self.log.high_watermark < self._epoch_start()
+
     def _epoch_start(self) -> int:
         for epoch, start in reversed(self.log.leader_epochs.entries):
             if epoch == self.leader_epoch:

@@ -319,3 +319,28 @@ def test_a_waiting_fetch_rereads_only_the_partition_that_moved(manager):
     results, total = run(scenario())
     assert [r.records.length for r in results] == [one, one] and total == 2 * one
     assert read == [2, 1, 1, 2]  # the first read, one per wake-up, the answer
+
+
+def test_a_new_leaders_high_watermark_lags_its_epoch_until_the_isr_catches_up(manager):
+    """Records the followers do not hold yet, then a new leader epoch (a re-election): the
+    high watermark is behind the new epoch's start, what ListOffsets answers with
+    OFFSET_NOT_AVAILABLE, until the followers have fetched up to it."""
+    t = topic((ME, 2))
+    manager.apply(snapshot(t))
+    run(manager.append_records([(t, 0, batch(4))], 1, 1000))
+    partition, _ = manager.leader_partition(t, 0)
+    assert partition.log.high_watermark == 0 and not partition.high_watermark_lagging
+    info = t.partitions[0]
+    reelected = TopicInfo(
+        t.tenant_id,
+        t.name,
+        t.topic_id,
+        (PartitionInfo(0, ME, info.leader_epoch + 1, info.replicas, info.isr, 6),),
+        t.configs,
+    )
+    manager.apply(snapshot(reelected))
+    partition, _ = manager.leader_partition(reelected, 0)
+    assert partition.leader_epoch == info.leader_epoch + 1
+    assert partition.log.high_watermark == 0 and partition.high_watermark_lagging
+    run(manager.fetch_records(2, [FetchPartition(reelected, 0, 4, 1 << 20, -1)], 1 << 20, 0, 0))
+    assert partition.log.high_watermark == 4 and not partition.high_watermark_lagging

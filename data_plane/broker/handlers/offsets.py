@@ -109,7 +109,11 @@ async def handle_list_offsets(
                 # The leader epoch answered (v4+, KIP-320) is Kafka's: the leader's current
                 # epoch for LATEST, the epoch of the log's first entry for EARLIEST, and the
                 # epoch of the batch found for MAX_TIMESTAMP and timestamps.
+                lagging = partition.high_watermark_lagging
                 if ts == LATEST:
+                    if lagging:
+                        entry["error_code"] = E.OFFSET_NOT_AVAILABLE
+                        continue
                     entry["offset"] = log.high_watermark
                     entry["leader_epoch"] = partition.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
@@ -132,6 +136,8 @@ async def handle_list_offsets(
                     if found is not None and found.offset < log.high_watermark:
                         entry["offset"], entry["timestamp"] = found.offset, found.timestamp
                         entry["leader_epoch"] = max(-1, found.leader_epoch)
+                    elif lagging:  # nothing below a high watermark that may be stale
+                        entry["error_code"] = E.OFFSET_NOT_AVAILABLE
         topics.append({"name": t["name"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
