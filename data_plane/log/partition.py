@@ -648,6 +648,29 @@ class PartitionLog:
                             return TimestampLookup(record.offset, ts, header.partition_leader_epoch)
             return None
 
+    def legacy_offsets_before(self, timestamp: int, max_num: int) -> list[int]:
+        """ListOffsets v0 (Kafka's ``legacyFetchOffsetsBefore``): each segment's first offset
+        paired with the time its file was last modified, and the log end paired with now;
+        from the last pair at or before ``timestamp`` (-1: the log end, -2: the first
+        segment), at most ``max_num`` offsets going back, newest first."""
+        with self._lock:
+            points = [
+                (max(s.base_offset, self.log_start_offset), s.last_modified_ms())
+                for s in self.segments
+            ]
+            if self.segments[-1].size > 0:
+                points.append((self.log_end_offset, self.clock()))
+            if timestamp == -1:
+                start = len(points) - 1
+            elif timestamp == -2:
+                start = 0
+            else:
+                start = len(points) - 1
+                while start >= 0 and points[start][1] > timestamp:
+                    start -= 1
+            count = min(max_num, start + 1)
+            return sorted((points[start - j][0] for j in range(count)), reverse=True)
+
     def max_timestamp_lookup(self) -> TimestampLookup | None:
         """The first record with the largest timestamp (Kafka's MAX_TIMESTAMP, KIP-734): in
         the segment whose largest timestamp is the largest (the first such), the first

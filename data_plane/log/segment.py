@@ -303,6 +303,13 @@ class LogSegment:
         _remember(self._read_ends, next_offset, end)
         return FileSlice(self.log_path, start, end - start, first.base_offset, next_offset)
 
+    def last_modified_ms(self) -> int:
+        """When the log file was last written (its mtime; creation time if it is gone)."""
+        try:
+            return self.log_path.stat().st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return self.created_ms
+
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self._ensure_open(), header.size, position)
 

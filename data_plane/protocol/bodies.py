@@ -217,6 +217,7 @@ class ListOffsetsRequestPartitions(TypedDict):
     partition_index: int
     current_leader_epoch: NotRequired[int]  # v4+
     timestamp: int
+    max_num_offsets: NotRequired[int]  # v0
 
 
 class ListOffsetsRequestTopics(TypedDict):
@@ -227,7 +228,7 @@ class ListOffsetsRequestTopics(TypedDict):
 
 
 class ListOffsetsRequest(TypedDict):
-    """ListOffsets request (API key 2), v1-10."""
+    """ListOffsets request (API key 2), v0-10."""
 
     replica_id: int
     isolation_level: NotRequired[int]  # v2+
@@ -240,8 +241,9 @@ class ListOffsetsResponsePartitions(TypedDict, total=False):
 
     partition_index: int
     error_code: int
-    timestamp: int  # default -1
-    offset: int  # default -1
+    old_style_offsets: list[int]  # v0
+    timestamp: int  # v1+, default -1
+    offset: int  # v1+, default -1
     leader_epoch: int  # v4+, default -1
 
 
@@ -253,7 +255,7 @@ class ListOffsetsResponseTopics(TypedDict, total=False):
 
 
 class ListOffsetsResponse(TypedDict, total=False):
-    """ListOffsets response (API key 2), v1-10."""
+    """ListOffsets response (API key 2), v0-10."""
 
     throttle_time_ms: int  # v2+
     topics: list[ListOffsetsResponseTopics]
@@ -325,6 +327,7 @@ class OffsetCommitRequestPartitions(TypedDict):
     partition_index: int
     committed_offset: int
     committed_leader_epoch: NotRequired[int]  # v6+
+    commit_timestamp: NotRequired[int]  # v1
     committed_metadata: str | None
 
 
@@ -336,11 +339,11 @@ class OffsetCommitRequestTopics(TypedDict):
 
 
 class OffsetCommitRequest(TypedDict):
-    """OffsetCommit request (API key 8), v2-9."""
+    """OffsetCommit request (API key 8), v0-9."""
 
     group_id: str
-    generation_id_or_member_epoch: int
-    member_id: str
+    generation_id_or_member_epoch: NotRequired[int]  # v1+
+    member_id: NotRequired[str]  # v1+
     group_instance_id: NotRequired[str | None]  # v7+
     retention_time_ms: NotRequired[int]  # v2-4
     topics: list[OffsetCommitRequestTopics]
@@ -361,7 +364,7 @@ class OffsetCommitResponseTopics(TypedDict, total=False):
 
 
 class OffsetCommitResponse(TypedDict, total=False):
-    """OffsetCommit response (API key 8), v2-9."""
+    """OffsetCommit response (API key 8), v0-9."""
 
     throttle_time_ms: int  # v3+
     topics: list[OffsetCommitResponseTopics]
@@ -391,10 +394,10 @@ class OffsetFetchRequestGroups(TypedDict):
 
 
 class OffsetFetchRequest(TypedDict):
-    """OffsetFetch request (API key 9), v1-9."""
+    """OffsetFetch request (API key 9), v0-9."""
 
-    group_id: NotRequired[str]  # v1-7
-    topics: NotRequired[list[OffsetFetchRequestTopics] | None]  # v1-7
+    group_id: NotRequired[str]  # v0-7
+    topics: NotRequired[list[OffsetFetchRequestTopics] | None]  # v0-7
     groups: NotRequired[list[OffsetFetchRequestGroups]]  # v8+
     require_stable: NotRequired[bool]  # v7+
 
@@ -442,10 +445,10 @@ class OffsetFetchResponseGroups(TypedDict, total=False):
 
 
 class OffsetFetchResponse(TypedDict, total=False):
-    """OffsetFetch response (API key 9), v1-9."""
+    """OffsetFetch response (API key 9), v0-9."""
 
     throttle_time_ms: int  # v3+
-    topics: list[OffsetFetchResponseTopics]  # v1-7
+    topics: list[OffsetFetchResponseTopics]  # v0-7
     error_code: int  # v2-7
     groups: list[OffsetFetchResponseGroups]  # v8+
 
@@ -742,11 +745,11 @@ class CreateTopicsRequestTopics(TypedDict):
 
 
 class CreateTopicsRequest(TypedDict):
-    """CreateTopics request (API key 19), v2-7."""
+    """CreateTopics request (API key 19), v0-7."""
 
     topics: list[CreateTopicsRequestTopics]
     timeout_ms: int
-    validate_only: bool
+    validate_only: NotRequired[bool]  # v1+
 
 
 class CreateTopicsResponseConfigs(TypedDict, total=False):
@@ -765,7 +768,7 @@ class CreateTopicsResponseTopics(TypedDict, total=False):
     name: str
     topic_id: uuid.UUID  # v7+
     error_code: int
-    error_message: str | None
+    error_message: str | None  # v1+
     topic_config_error_code: int  # v5+, tagged
     num_partitions: int  # v5+, default -1
     replication_factor: int  # v5+, default -1
@@ -773,9 +776,9 @@ class CreateTopicsResponseTopics(TypedDict, total=False):
 
 
 class CreateTopicsResponse(TypedDict, total=False):
-    """CreateTopics response (API key 19), v2-7."""
+    """CreateTopics response (API key 19), v0-7."""
 
-    throttle_time_ms: int
+    throttle_time_ms: int  # v2+
     topics: list[CreateTopicsResponseTopics]
 
 
@@ -787,10 +790,10 @@ class DeleteTopicsRequestTopics(TypedDict):
 
 
 class DeleteTopicsRequest(TypedDict):
-    """DeleteTopics request (API key 20), v1-6."""
+    """DeleteTopics request (API key 20), v0-6."""
 
     topics: NotRequired[list[DeleteTopicsRequestTopics]]  # v6+
-    topic_names: NotRequired[list[str]]  # v1-5
+    topic_names: NotRequired[list[str]]  # v0-5
     timeout_ms: int
 
 
@@ -804,9 +807,9 @@ class DeleteTopicsResponseResponses(TypedDict, total=False):
 
 
 class DeleteTopicsResponse(TypedDict, total=False):
-    """DeleteTopics response (API key 20), v1-6."""
+    """DeleteTopics response (API key 20), v0-6."""
 
-    throttle_time_ms: int
+    throttle_time_ms: int  # v1+
     responses: list[DeleteTopicsResponseResponses]
 
 
@@ -875,7 +878,7 @@ class OffsetForLeaderEpochRequestPartitions(TypedDict):
     """An element of ``OffsetForLeaderEpochRequestTopics.partitions``."""
 
     partition: int
-    current_leader_epoch: int
+    current_leader_epoch: NotRequired[int]  # v2+
     leader_epoch: int
 
 
@@ -887,7 +890,7 @@ class OffsetForLeaderEpochRequestTopics(TypedDict):
 
 
 class OffsetForLeaderEpochRequest(TypedDict):
-    """OffsetForLeaderEpoch request (API key 23), v2-4."""
+    """OffsetForLeaderEpoch request (API key 23), v0-4."""
 
     replica_id: NotRequired[int]  # v3+
     topics: list[OffsetForLeaderEpochRequestTopics]
@@ -898,7 +901,7 @@ class OffsetForLeaderEpochResponsePartitions(TypedDict, total=False):
 
     error_code: int
     partition: int
-    leader_epoch: int  # default -1
+    leader_epoch: int  # v1+, default -1
     end_offset: int  # default -1
 
 
@@ -910,18 +913,18 @@ class OffsetForLeaderEpochResponseTopics(TypedDict, total=False):
 
 
 class OffsetForLeaderEpochResponse(TypedDict, total=False):
-    """OffsetForLeaderEpoch response (API key 23), v2-4."""
+    """OffsetForLeaderEpoch response (API key 23), v0-4."""
 
-    throttle_time_ms: int
+    throttle_time_ms: int  # v2+
     topics: list[OffsetForLeaderEpochResponseTopics]
 
 
 class DescribeAclsRequest(TypedDict):
-    """DescribeAcls request (API key 29), v1-3."""
+    """DescribeAcls request (API key 29), v0-3."""
 
     resource_type_filter: int
     resource_name_filter: str | None
-    pattern_type_filter: int
+    pattern_type_filter: NotRequired[int]  # v1+
     principal_filter: str | None
     host_filter: str | None
     operation: int
@@ -942,12 +945,12 @@ class DescribeAclsResponseResources(TypedDict, total=False):
 
     resource_type: int
     resource_name: str
-    pattern_type: int  # default 3
+    pattern_type: int  # v1+, default 3
     acls: list[DescribeAclsResponseAcls]
 
 
 class DescribeAclsResponse(TypedDict, total=False):
-    """DescribeAcls response (API key 29), v1-3."""
+    """DescribeAcls response (API key 29), v0-3."""
 
     throttle_time_ms: int
     error_code: int
@@ -960,7 +963,7 @@ class CreateAclsRequestCreations(TypedDict):
 
     resource_type: int
     resource_name: str
-    resource_pattern_type: int
+    resource_pattern_type: NotRequired[int]  # v1+
     principal: str
     host: str
     operation: int
@@ -968,7 +971,7 @@ class CreateAclsRequestCreations(TypedDict):
 
 
 class CreateAclsRequest(TypedDict):
-    """CreateAcls request (API key 30), v1-3."""
+    """CreateAcls request (API key 30), v0-3."""
 
     creations: list[CreateAclsRequestCreations]
 
@@ -981,7 +984,7 @@ class CreateAclsResponseResults(TypedDict, total=False):
 
 
 class CreateAclsResponse(TypedDict, total=False):
-    """CreateAcls response (API key 30), v1-3."""
+    """CreateAcls response (API key 30), v0-3."""
 
     throttle_time_ms: int
     results: list[CreateAclsResponseResults]
@@ -992,7 +995,7 @@ class DeleteAclsRequestFilters(TypedDict):
 
     resource_type_filter: int
     resource_name_filter: str | None
-    pattern_type_filter: int
+    pattern_type_filter: NotRequired[int]  # v1+
     principal_filter: str | None
     host_filter: str | None
     operation: int
@@ -1000,7 +1003,7 @@ class DeleteAclsRequestFilters(TypedDict):
 
 
 class DeleteAclsRequest(TypedDict):
-    """DeleteAcls request (API key 31), v1-3."""
+    """DeleteAcls request (API key 31), v0-3."""
 
     filters: list[DeleteAclsRequestFilters]
 
@@ -1012,7 +1015,7 @@ class DeleteAclsResponseMatchingAcls(TypedDict, total=False):
     error_message: str | None
     resource_type: int
     resource_name: str
-    pattern_type: int  # default 3
+    pattern_type: int  # v1+, default 3
     principal: str
     host: str
     operation: int
@@ -1028,7 +1031,7 @@ class DeleteAclsResponseFilterResults(TypedDict, total=False):
 
 
 class DeleteAclsResponse(TypedDict, total=False):
-    """DeleteAcls response (API key 31), v1-3."""
+    """DeleteAcls response (API key 31), v0-3."""
 
     throttle_time_ms: int
     filter_results: list[DeleteAclsResponseFilterResults]
@@ -1043,10 +1046,10 @@ class DescribeConfigsRequestResources(TypedDict):
 
 
 class DescribeConfigsRequest(TypedDict):
-    """DescribeConfigs request (API key 32), v1-4."""
+    """DescribeConfigs request (API key 32), v0-4."""
 
     resources: list[DescribeConfigsRequestResources]
-    include_synonyms: bool
+    include_synonyms: NotRequired[bool]  # v1+
     include_documentation: NotRequired[bool]  # v3+
 
 
@@ -1064,9 +1067,10 @@ class DescribeConfigsResponseConfigs(TypedDict, total=False):
     name: str
     value: str | None
     read_only: bool
-    config_source: int  # default -1
+    is_default: bool  # v0
+    config_source: int  # v1+, default -1
     is_sensitive: bool
-    synonyms: list[DescribeConfigsResponseSynonyms]
+    synonyms: list[DescribeConfigsResponseSynonyms]  # v1+
     config_type: int  # v3+
     documentation: str | None  # v3+
 
@@ -1082,7 +1086,7 @@ class DescribeConfigsResponseResults(TypedDict, total=False):
 
 
 class DescribeConfigsResponse(TypedDict, total=False):
-    """DescribeConfigs response (API key 32), v1-4."""
+    """DescribeConfigs response (API key 32), v0-4."""
 
     throttle_time_ms: int
     results: list[DescribeConfigsResponseResults]

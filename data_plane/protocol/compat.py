@@ -13,6 +13,26 @@ from data_plane.protocol.messages import APIS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
 
+# The lowest version Kafka 4 serves, for APIs where it is above 0: KIP-896 removed the
+# versions Kafka 2.1 and older clients send. Millrace serves what Kafka 3.9 served (Step
+# 12b), so an older client keeps working here. Checked against kafka-python's classes,
+# which are generated from Kafka 4's message definitions (tests/protocol/test_requests.py).
+KAFKA4_MIN_VERSION = {
+    0: 3,  # Produce
+    1: 4,  # Fetch
+    2: 1,  # ListOffsets
+    8: 2,  # OffsetCommit
+    9: 1,  # OffsetFetch
+    19: 2,  # CreateTopics
+    20: 1,  # DeleteTopics
+    23: 2,  # OffsetForLeaderEpoch
+    29: 1,  # DescribeAcls
+    30: 1,  # CreateAcls
+    31: 1,  # DeleteAcls
+    32: 1,  # DescribeConfigs
+    35: 1,  # DescribeLogDirs
+}
+
 HEADER = """# Kafka protocol compatibility
 
 Generated from `data_plane/protocol/messages` by `python -m data_plane.protocol.compat`;
@@ -20,8 +40,12 @@ do not edit by hand. A client and the broker use the highest version both suppor
 (negotiated with ApiVersions). "Flexible from" is the first version with compact encodings
 and tagged fields.
 
-| API | key | versions | flexible from |
-| --- | --- | --- | --- |
+"Kafka 4 from" is the lowest version Kafka 4 serves where it dropped older ones (KIP-896);
+Millrace serves the versions Kafka 3.9 served, so clients that still send them keep
+working.
+
+| API | key | versions | flexible from | Kafka 4 from |
+| --- | --- | --- | --- | --- |
 """
 
 FOOTER = """
@@ -44,6 +68,20 @@ FOOTER = """
   frames close only their connection, with a log line.
 
 ## Answers worth knowing
+
+- **Versions Kafka 4 dropped** answer as Kafka 3.9 did. ListOffsets v0 returns
+  `old_style_offsets`: each segment's first offset paired with its file's last change,
+  and the log end paired with now; from the last pair at or before the timestamp (-1: the
+  log end, -2: the log start), up to `max_num_offsets` offsets, newest first, any past
+  the high watermark replaced by it. OffsetCommit v0 (no generation or member) commits
+  from outside the group, into the group's offsets (Kafka 3.9 kept v0 commits in
+  ZooKeeper); v1's `commit_timestamp` is not used: offsets are stamped with the broker's
+  time, like every other version's. OffsetFetch v0 reads the group's offsets like v1.
+  ACL requests v0 know literal patterns only: a v0 filter matches literal bindings, a v0
+  creation is literal.
+  DescribeConfigs v0 says `is_default` instead of `config_source`. CreateTopics v0 has no
+  `validate_only`; DeleteTopics v0 and OffsetForLeaderEpoch v0-1 differ from the next
+  version only in fields the answer leaves out.
 
 - **Auto-creation** (Metadata with `allow_auto_topic_creation`) of a name Kafka would
   refuse (characters outside `[a-zA-Z0-9._-]`, over 249 characters, `.`/`..`, a leading
@@ -300,7 +338,9 @@ topic ids up with Metadata requests by topic id. No other client in the matrix s
 KIP-848 protocol, so the in-process tests (`tests/groups/test_consumer_group.py`,
 `tests/broker_unit/test_consumer_group_handlers.py`) and the schema cross-check against kio
 (Kafka's JSON definitions) are its second opinion.
-Older client versions whose request versions Kafka 4 dropped are covered in a later step.
+Older client versions whose request versions Kafka 4 dropped are being added (Step 12b):
+the admin, ACL, offset and group APIs serve Kafka 3.9's ranges; Produce v0-2 and Fetch
+v0-3 (message formats v0 and v1) are not served yet.
 
 librdkafka before 2.6.1 (kcat's 2.0.2 among them) sends a SCRAM client-final nonce with
 its own nonce prepended once more. The broker accepts exactly that form, as Kafka 3.x did
@@ -313,8 +353,11 @@ def render() -> str:
     for api in sorted(APIS.values(), key=lambda a: a.key):
         lo, _ = api.request.flexible
         flexible = f"v{lo}" if lo >= 0 and lo <= api.max_version else "—"
+        kafka4 = KAFKA4_MIN_VERSION.get(api.key, 0)
+        dropped = f"v{kafka4}" if kafka4 > api.min_version else "—"
         rows.append(
-            f"| {api.name} | {api.key} | {api.min_version}-{api.max_version} | {flexible} |"
+            f"| {api.name} | {api.key} | {api.min_version}-{api.max_version} | {flexible} "
+            f"| {dropped} |"
         )
     clients = [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in CLIENTS]
     return HEADER + "\n".join(rows) + "\n" + FOOTER + "\n".join(clients) + "\n" + CLIENT_NOTES

@@ -42,7 +42,8 @@ def _filter_matches(
     if rtype != ANY and _RESOURCE_BY_CODE.get(rtype) is not binding.resource_type:
         return False
     name = f["resource_name_filter"]
-    pattern = f["pattern_type_filter"]
+    # v0 knows literal patterns only (the field is from v1).
+    pattern = f.get("pattern_type_filter", PatternType.LITERAL.kafka_code)
     if pattern == MATCH:
         if name is not None and not binding.covers_resource(binding.resource_type, name):
             return False
@@ -120,7 +121,9 @@ async def handle_create_acls(
             binding = AclBinding(
                 principal=c["principal"],
                 resource_type=_RESOURCE_BY_CODE[c["resource_type"]],
-                pattern_type=_PATTERN_BY_CODE[c["resource_pattern_type"]],
+                pattern_type=_PATTERN_BY_CODE[
+                    c.get("resource_pattern_type", PatternType.LITERAL.kafka_code)
+                ],
                 resource_name=c["resource_name"],
                 operation=_OPERATION_BY_CODE[c["operation"]],
                 permission=_PERMISSION_BY_CODE[c["permission_type"]],

@@ -70,6 +70,7 @@ async def handle_describe_configs(
                         "value": definition.to_kafka_string(values[name]),
                         "read_only": False,
                         "config_source": SOURCE_TOPIC if overridden else SOURCE_DEFAULT,
+                        "is_default": not overridden,  # v0's form of config_source
                         "is_sensitive": False,
                         "synonyms": [],
                         "config_type": CONFIG_TYPES.get(definition.kind, 2),

@@ -285,6 +285,10 @@ async def handle_offset_commit(
                     )
                 )
             results[key] = error or E.NONE
+    # v0 has no member or generation: a commit from outside the group (Kafka kept those in
+    # ZooKeeper; here they are the group's offsets like any other), as v1+ with -1 and "".
+    member_id = req.get("member_id", "")
+    generation = req.get("generation_id_or_member_epoch", -1)
     if group_error is None:
         try:
             found = await ctx.services.groups.load(ctx.principal.tenant_id, group_id)
@@ -292,8 +296,8 @@ async def handle_offset_commit(
                 # A KIP-848 group: the member epoch is checked (v9+), not a generation.
                 await ctx.services.consumer_groups.commit(
                     found,
-                    member_id=req["member_id"],
-                    member_epoch=req["generation_id_or_member_epoch"],
+                    member_id=member_id,
+                    member_epoch=generation,
                     api_version=ctx.version,
                     offsets=offsets,
                 )
@@ -301,9 +305,9 @@ async def handle_offset_commit(
                 await ctx.services.groups.commit(
                     ctx.principal.tenant_id,
                     group_id,
-                    member_id=req["member_id"],
+                    member_id=member_id,
                     instance_id=req.get("group_instance_id"),
-                    generation=req["generation_id_or_member_epoch"],
+                    generation=generation,
                     offsets=offsets,
                 )
         except GroupError as exc:

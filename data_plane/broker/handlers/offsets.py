@@ -16,7 +16,7 @@ from data_plane.broker.handlers.context import (
     audit,
     leader_partition,
 )
-from data_plane.log.partition import OffsetOutOfRange
+from data_plane.log.partition import OffsetOutOfRange, PartitionLog
 from data_plane.protocol import bodies
 from data_plane.protocol.messages import delete_records as delete_records_api
 from data_plane.protocol.messages import describe_producers as describe_producers_api
@@ -47,7 +47,7 @@ async def handle_offset_for_leader_epoch(
             partitions.append(entry)
             partition, code = leader_partition(ctx, topic, allowed, p["partition"])
             if partition is not None and topic is not None:
-                code = epoch_error(topic, p["partition"], p["current_leader_epoch"])
+                code = epoch_error(topic, p["partition"], p.get("current_leader_epoch", -1))
             if partition is None or code != E.NONE:
                 entry["error_code"] = code
                 continue
@@ -64,8 +64,8 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4,
 # The first version allowed each special (negative) timestamp, as Kafka's ReplicaManager
 # has it; any other negative timestamp, or one below its version, is UNSUPPORTED_VERSION.
 SPECIAL_TIMESTAMP_SINCE = {
-    LATEST: 1,
-    EARLIEST: 1,
+    LATEST: 0,
+    EARLIEST: 0,
     MAX_TIMESTAMP: 7,
     EARLIEST_LOCAL: 8,
     LATEST_TIERED: 9,
@@ -106,6 +106,11 @@ async def handle_list_offsets(
                     entry["error_code"] = err
                     continue
                 log = partition.log
+                if ctx.version == 0:
+                    entry["old_style_offsets"] = _old_style_offsets(
+                        log, ts, p.get("max_num_offsets", 1)
+                    )
+                    continue
                 # The leader epoch answered (v4+, KIP-320) is Kafka's: the leader's current
                 # epoch for LATEST, the epoch of the log's first entry for EARLIEST, and the
                 # epoch of the batch found for MAX_TIMESTAMP and timestamps.
@@ -140,6 +145,17 @@ async def handle_list_offsets(
                         entry["error_code"] = E.OFFSET_NOT_AVAILABLE
         topics.append({"name": t["name"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _old_style_offsets(log: PartitionLog, timestamp: int, max_num: int) -> list[int]:
+    """ListOffsets v0 for a consumer, as Kafka 3.9 answered it: the offsets the log offers
+    before ``timestamp`` (:meth:`PartitionLog.legacy_offsets_before`), with any beyond
+    the high watermark replaced by the high watermark."""
+    offsets = log.legacy_offsets_before(timestamp, max_num)
+    hw = log.high_watermark
+    if any(o > hw for o in offsets):
+        offsets = [hw, *(o for o in offsets if o <= hw)]
+    return offsets
 
 
 async def handle_delete_records(

@@ -99,7 +99,7 @@ async def handle_create_topics(
                 partitions,
                 rf,
                 configs,
-                req["validate_only"],
+                req.get("validate_only", False),  # v0 has no validate_only
                 assignment,
             )
             entry["num_partitions"] = partitions

@@ -1,4 +1,4 @@
-"""CreateTopics (key 19): create topics with partitions, assignments and configs. Versions 2-7."""
+"""CreateTopics (key 19): create topics with partitions, assignments and configs. Versions 0-7."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import BOOL, INT8, INT16, INT32, STRING, UUID
 
 KEY = 19
-VALID = (2, 7)
+VALID = (0, 7)
 FLEXIBLE = (5, None)
 
 REQUEST = message(

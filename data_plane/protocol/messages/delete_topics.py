@@ -1,4 +1,4 @@
-"""DeleteTopics (key 20): delete topics by name or (from v6) by topic ID. Versions 1-6."""
+"""DeleteTopics (key 20): delete topics by name or (from v6) by topic ID. Versions 0-6."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT16, INT32, STRING, UUID
 
 KEY = 20
-VALID = (1, 6)
+VALID = (0, 6)
 FLEXIBLE = (4, None)
 
 REQUEST = message(

@@ -1,4 +1,4 @@
-"""DescribeAcls (key 29): the ACLs that match a filter. Versions 1-3."""
+"""DescribeAcls (key 29): the ACLs that match a filter. Versions 0-3 (v0: literal patterns only)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT8, INT16, INT32, STRING
 
 KEY = 29
-VALID = (1, 3)
+VALID = (0, 3)
 FLEXIBLE = (2, None)
 PATTERN_TYPE_LITERAL = 3
 

@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32): the configs of topics, brokers and other resources. Versions 1-4."""
+"""DescribeConfigs (key 32): the configs of topics, brokers and other resources. Versions 0-4."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import BOOL, INT8, INT16, INT32, STRING
 
 KEY = 32
-VALID = (1, 4)
+VALID = (0, 4)
 FLEXIBLE = (4, None)
 
 REQUEST = message(
@@ -51,6 +51,7 @@ RESPONSE = message(
                             Field("name", STRING),
                             Field("value", STRING, nullable=(0, None)),
                             Field("read_only", BOOL),
+                            Field("is_default", BOOL, versions=(0, 0)),
                             Field("config_source", INT8, versions=(1, None), default=-1),
                             Field("is_sensitive", BOOL),
                             Field(

@@ -8,7 +8,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT16, INT32, INT64, STRING
 
 KEY = 8
-VALID = (2, 9)
+VALID = (0, 9)
 FLEXIBLE = (8, None)
 
 REQUEST = message(
@@ -18,8 +18,8 @@ REQUEST = message(
     VALID,
     FLEXIBLE,
     Field("group_id", STRING),
-    Field("generation_id_or_member_epoch", INT32, default=-1),
-    Field("member_id", STRING),
+    Field("generation_id_or_member_epoch", INT32, versions=(1, None), default=-1),
+    Field("member_id", STRING, versions=(1, None)),
     Field("group_instance_id", STRING, versions=(7, None), nullable=(7, None)),
     Field("retention_time_ms", INT64, versions=(2, 4), default=-1),
     Field(
@@ -34,6 +34,7 @@ REQUEST = message(
                             Field("partition_index", INT32),
                             Field("committed_offset", INT64),
                             Field("committed_leader_epoch", INT32, versions=(6, None), default=-1),
+                            Field("commit_timestamp", INT64, versions=(1, 1), default=-1),
                             Field("committed_metadata", STRING, nullable=ALL_VERSIONS),
                         )
                     ),

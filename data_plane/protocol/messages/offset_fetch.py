@@ -1,4 +1,4 @@
-"""OffsetFetch (key 9): read a group's committed positions (v8+ several groups). 1-9
+"""OffsetFetch (key 9): read a group's committed positions (v8+ several groups). 0-9
 (v9: a KIP-848 member names itself and its member epoch, which the coordinator checks)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import BOOL, INT16, INT32, INT64, STRING
 
 KEY = 9
-VALID = (1, 9)
+VALID = (0, 9)
 FLEXIBLE = (6, None)
 
 _TOPICS = Struct(Field("name", STRING), Field("partition_indexes", Array(INT32)))

@@ -1,4 +1,4 @@
-"""OffsetForLeaderEpoch (key 23): where a leader epoch ends. Versions 2-4.
+"""OffsetForLeaderEpoch (key 23): where a leader epoch ends. Versions 0-4.
 
 Followers ask it to find where their log diverges from the leader's (KIP-101/279);
 consumers ask it to check their position after a leader change (KIP-320).
@@ -10,7 +10,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT16, INT32, INT64, STRING
 
 KEY = 23
-VALID = (2, 4)
+VALID = (0, 4)
 FLEXIBLE = (4, None)
 
 REQUEST = message(
@@ -30,7 +30,7 @@ REQUEST = message(
                     Array(
                         Struct(
                             Field("partition", INT32),
-                            Field("current_leader_epoch", INT32, default=-1),
+                            Field("current_leader_epoch", INT32, versions=(2, None), default=-1),
                             Field("leader_epoch", INT32),
                         )
                     ),
@@ -46,7 +46,7 @@ RESPONSE = message(
     "response",
     VALID,
     FLEXIBLE,
-    Field("throttle_time_ms", INT32),
+    Field("throttle_time_ms", INT32, versions=(2, None)),
     Field(
         "topics",
         Array(
@@ -58,7 +58,7 @@ RESPONSE = message(
                         Struct(
                             Field("error_code", INT16),
                             Field("partition", INT32),
-                            Field("leader_epoch", INT32, default=-1),
+                            Field("leader_epoch", INT32, versions=(1, None), default=-1),
                             Field("end_offset", INT64, default=-1),
                         )
                     ),
