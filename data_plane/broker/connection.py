@@ -121,6 +121,26 @@ class Connection:
         self._reserved = 0  # bytes of the broker's request pool this connection holds
         self._opened = time.monotonic()
         self.authenticated_at = 0.0  # monotonic, when SASL succeeded
+        self._unserved_seen: set[tuple[int, int]] = set()  # (API key, version) logged
+
+    def _note_unserved(self, exc: Unsupported) -> None:
+        """Count a request at a version not served, and say so once per connection and
+        (API, version) at INFO, naming the client: operators see who must upgrade."""
+        self.broker.metrics.unserved_requests.labels(exc.api_name, str(exc.api_version)).inc()
+        seen = (exc.api_key, exc.api_version)
+        if seen in self._unserved_seen or len(self._unserved_seen) >= 64:
+            return
+        self._unserved_seen.add(seen)
+        who = self.principal
+        logger.info(
+            "client %r at %s (%s) sent %s v%s, which this broker does not serve: answered "
+            "UNSUPPORTED_VERSION",
+            exc.client_id,
+            self.host,
+            f"tenant {who.tenant_slug}, {who.name}" if who is not None else "not authenticated",
+            exc.api_name,
+            exc.api_version,
+        )
 
     def request_close(self) -> None:
         """Finish the request in progress, then close (graceful shutdown).
@@ -212,6 +232,7 @@ class Connection:
         except Unsupported as exc:
             # Answered with UNSUPPORTED_VERSION; before authentication only ApiVersions
             # keeps the connection open (anything else would close it there anyway).
+            self._note_unserved(exc)
             await self._write(unsupported_version_response(exc, ErrorCode.UNSUPPORTED_VERSION))
             keep = exc.api_key == api_versions.KEY or self.principal is not None
             if not keep:

@@ -106,6 +106,13 @@ class BrokerMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.unserved_requests = Counter(
+            "millrace_broker_unserved_requests",
+            "Requests at an API version this broker does not serve (answered "
+            "UNSUPPORTED_VERSION): clients that must upgrade",
+            ["api", "version"],
+            registry=r,
+        )
         self.isr_shrinks = Counter(
             "millrace_broker_isr_shrinks",
             "ISR shrinks this broker proposed as leader",

@@ -58,6 +58,10 @@ FOOTER = """
   then int16 `error_code` 35 and an empty int32 array. After authentication the connection
   stays open (the request was well framed, only not served); before authentication the
   connection is closed after the answer. Clients that negotiate with ApiVersions never see it.
+  Every such request (and every Produce v0-2) is counted in
+  `millrace_broker_unserved_requests_total{api, version}`, and each connection says so
+  once per API and version in the broker's log at INFO, with its client id, address and
+  tenant: who must upgrade.
 - **Produce v0-2** (message formats v0 and v1) are advertised but not served, as in Kafka 4:
   librdkafka before 2.11.1 (Debian's kcat among them) turns compression off unless the
   broker's lowest Produce version is 0. Clients use the highest version both sides know

@@ -44,6 +44,16 @@ def peek_api(buf: Buffer) -> tuple[int, int, int]:
     return key, version, correlation
 
 
+def peek_client_id(buf: Buffer) -> str | None:
+    """The client id of any request frame whose header has one (header v1 and v2 carry it
+    in the same place, as a classic nullable string), or None when it cannot be read."""
+    try:
+        client_id, _ = STRING.read(buf, 8, compact=False, nullable=True)
+    except (ProtocolError, UnicodeDecodeError):
+        return None
+    return client_id  # type: ignore[no-any-return]
+
+
 def read_request_header(buf: Buffer, header_version: int) -> RequestHeader:
     key, version, correlation = peek_api(buf)
     pos = 8

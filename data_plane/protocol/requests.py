@@ -17,6 +17,7 @@ from data_plane.protocol.headers import (
     API_VERSIONS_KEY,
     RequestHeader,
     peek_api,
+    peek_client_id,
     read_request_header,
     request_header_version,
     response_header_version,
@@ -49,18 +50,27 @@ class Request:
 
 
 class Unsupported(Exception):
-    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+    def __init__(
+        self, api_key: int, api_version: int, correlation_id: int, client_id: str | None = None
+    ) -> None:
         super().__init__(f"API {api_key} v{api_version} is not supported")
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
+        self.client_id = client_id
+
+    @property
+    def api_name(self) -> str:
+        """The API's name when this broker knows the key (at other versions), else its key."""
+        api = APIS.get(self.api_key)
+        return api.name if api is not None else f"key {self.api_key}"
 
 
 def parse_request(frame: Buffer) -> Request:
     key, version, correlation = peek_api(frame)
     api = APIS.get(key)
     if api is None or not in_range(version, api.request.valid):
-        raise Unsupported(key, version, correlation)
+        raise Unsupported(key, version, correlation, peek_client_id(frame))
     flexible = api.request.is_flexible(version)
     header = read_request_header(frame, request_header_version(flexible))
     # Like Kafka's own broker, ignore bytes after the last field: librdkafka sends a few

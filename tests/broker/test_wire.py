@@ -134,6 +134,37 @@ def test_unknown_api_or_version_gets_unsupported_version(kafka, key, version):
     client.close()
 
 
+def test_an_unserved_version_is_counted_and_logged_once_per_connection(kafka):
+    """Operators see who must upgrade: each request at a version not served is counted
+    (by API and version), and each connection says so once at INFO with its client id and
+    tenant."""
+
+    def unserved() -> float:
+        status, text = kafka.http("/metrics")
+        assert status == 200
+        wanted = 'millrace_broker_unserved_requests_total{api="Metadata",version="99"}'
+        found = [line for line in text.splitlines() if line.startswith(wanted)]
+        return float(found[0].split()[-1]) if found else 0.0
+
+    def logged(since: int) -> list[str]:
+        lines = kafka.log_path.read_text()[since:].splitlines()
+        return [line for line in lines if "'raw-test'" in line and "Metadata v99" in line]
+
+    start, before = len(kafka.log_path.read_text()), unserved()
+    for _ in range(2):  # two connections, three unserved requests each
+        client = RawClient(kafka)
+        client.login(kafka.admin_a)
+        for _ in range(3):
+            _, body = client.raw_request(METADATA, 99, b"\x00" * 16)
+            assert struct.unpack(">hi", body) == (ErrorCode.UNSUPPORTED_VERSION, 0)
+        assert client.request(METADATA, 12, {"topics": None})["brokers"]  # still usable
+        client.close()
+    assert unserved() - before == 6
+    lines = logged(start)
+    assert len(lines) == 2, lines
+    assert all("tenant " in line and "UNSUPPORTED_VERSION" in line for line in lines)
+
+
 def legacy_message_set(value: bytes) -> bytes:
     """One message in format v1 (magic 1), as Produce v2 carried it: offset, size, crc,
     magic, attributes, timestamp, key (null), value."""

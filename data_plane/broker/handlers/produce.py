@@ -37,6 +37,7 @@ _unserved_logged: set[tuple[str, str, int]] = set()  # (host, client id, version
 
 def _unserved_produce(ctx: RequestContext, req: bodies.ProduceRequest) -> bodies.ProduceResponse:
     """Produce v0-2: advertised as Kafka 4 does, answered UNSUPPORTED_VERSION everywhere."""
+    ctx.services.metrics.unserved_requests.labels("Produce", str(ctx.version)).inc()
     seen = (ctx.host, ctx.client_id, ctx.version)
     if seen not in _unserved_logged:
         if len(_unserved_logged) >= 1024:
