@@ -28,7 +28,7 @@ from data_plane.log.segment import FileSlice
 from data_plane.metadata.model import Principal
 from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
-from data_plane.protocol.framing import FrameReader
+from data_plane.protocol.framing import FrameReader, size_prefix
 from data_plane.protocol.messages import (
     api_versions,
     consumer_group_describe,
@@ -122,6 +122,7 @@ class Connection:
         self._opened = time.monotonic()
         self.authenticated_at = 0.0  # monotonic, when SASL succeeded
         self._unserved_seen: set[tuple[int, int]] = set()  # (API key, version) logged
+        self._raw_sasl = False  # after SaslHandshake v0: bare SASL tokens until done
 
     def _note_unserved(self, exc: Unsupported) -> None:
         """Count a request at a version not served, and say so once per connection and
@@ -222,6 +223,8 @@ class Connection:
         return config.idle_timeout_seconds or None
 
     async def _serve(self, frame: bytes) -> bool:
+        if self._raw_sasl:
+            return await self._raw_sasl_token(bytes(frame))
         try:
             request = parse_request(frame)
         except ProtocolError:
@@ -362,37 +365,47 @@ class Connection:
             fake_secret=self.broker.config.internal_password.encode(),
             scram_iterations=self.broker.config.scram_iterations,
         )
+        self._raw_sasl = request.header.api_version == 0  # v0: bare tokens follow
         return {"error_code": ErrorCode.NONE, "mechanisms": list(MECHANISMS)}
 
     async def _sasl_authenticate(
         self, request: Request
     ) -> tuple[bodies.SaslAuthenticateResponse, bool]:
+        auth_bytes = request.body_as(bodies.SaslAuthenticateRequest)["auth_bytes"]
+        code, message, answer = await self._sasl_step(bytes(auth_bytes))
+        body: bodies.SaslAuthenticateResponse = {
+            "error_code": code,
+            "error_message": message,
+            "auth_bytes": answer,
+            "session_lifetime_ms": 0,
+        }
+        return body, code == ErrorCode.NONE
+
+    async def _raw_sasl_token(self, token: bytes) -> bool:
+        """After SaslHandshake v0 (Kafka before 1.0, KIP-152) the client sends its SASL
+        tokens as bare length-prefixed frames, and each answer goes back the same way; a
+        failure closes the connection, as Kafka 3.9 did (v0 has no error response)."""
+        code, message, answer = await self._sasl_step(token)
+        if code != ErrorCode.NONE:
+            logger.info("closing %s: SASL (handshake v0) failed: %s", self.host, message)
+            return False
+        if self.sasl is not None and self.sasl.done:
+            self._raw_sasl = False
+        await self._write([size_prefix(len(answer)) + answer])
+        return True
+
+    async def _sasl_step(self, token: bytes) -> tuple[ErrorCode, str | None, bytes]:
+        """One SASL exchange: (error code, message, the server's answer). On the last one
+        the connection takes the principal (within its tenant's connection limit)."""
         if self.sasl is None or self.sasl.done:
-            return (
-                {
-                    "error_code": ErrorCode.ILLEGAL_SASL_STATE,
-                    "error_message": "SaslHandshake first",
-                    "auth_bytes": b"",
-                    "session_lifetime_ms": 0,
-                },
-                False,
-            )
+            return ErrorCode.ILLEGAL_SASL_STATE, "SaslHandshake first", b""
         try:
-            auth_bytes = request.body_as(bodies.SaslAuthenticateRequest)["auth_bytes"]
-            answer = await self.sasl.step(bytes(auth_bytes))
+            answer = await self.sasl.step(token)
         except SaslFailed as exc:
             await asyncio.sleep(self.broker.auth_failure_delay(self.host))  # slows guessing
             logger.info("SASL authentication failed from %s", self.host)
             self.broker.metrics.authentication_failures.labels(self.sasl.mechanism).inc()
-            return (
-                {
-                    "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
-                    "error_message": str(exc),
-                    "auth_bytes": b"",
-                    "session_lifetime_ms": 0,
-                },
-                False,
-            )
+            return ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc), b""
         if self.sasl.done:
             principal = self.sasl.principal
             if principal is not None and not principal.internal and not principal.broker:
@@ -403,13 +416,9 @@ class Connection:
                         self.host,
                     )
                     return (
-                        {
-                            "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
-                            "error_message": "this tenant has reached its connection limit",
-                            "auth_bytes": b"",
-                            "session_lifetime_ms": 0,
-                        },
-                        False,
+                        ErrorCode.SASL_AUTHENTICATION_FAILED,
+                        "this tenant has reached its connection limit",
+                        b"",
                     )
                 self.counted_tenant = principal.tenant_id
             self.principal = principal
@@ -423,12 +432,4 @@ class Connection:
                 # with the key apply from its first request (not a refresh later).
                 await self.broker.services.metadata.refresh_metadata()
             self.frames.max_frame_bytes = self.broker.config.max_request_bytes
-        return (
-            {
-                "error_code": ErrorCode.NONE,
-                "error_message": None,
-                "auth_bytes": answer,
-                "session_lifetime_ms": 0,
-            },
-            True,
-        )
+        return ErrorCode.NONE, None, answer

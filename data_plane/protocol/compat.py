@@ -73,6 +73,9 @@ FOOTER = """
 
 ## Answers worth knowing
 
+- **SaslHandshake v0** (clients before Kafka 1.0, KIP-152) is followed by the SASL
+  tokens as bare length-prefixed frames, answered the same way (empty for PLAIN); a
+  failure closes the connection, as Kafka 3.9 did. v1 uses SaslAuthenticate.
 - **Versions Kafka 4 dropped** answer as Kafka 3.9 did. ListOffsets v0 returns
   `old_style_offsets`: each segment's first offset paired with its file's last change,
   and the log end paired with now; from the last pair at or before the timestamp (-1: the
@@ -312,6 +315,18 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
             "too; PLAIN, SCRAM-SHA-256/512; SASL_SSL with a self-signed CA"
         ),
         "test_clients.py, test_admin_offsets.py, test_operations.py",
+    ),
+    (
+        "Sarama (Debian's golang-github-shopify-sarama-dev)",
+        "1.22.1, Go 1.19",
+        (
+            "pinned at Kafka 0.11, 1.0 and its highest (2.2): create a topic, produce "
+            "(acks=all), list topics (DescribeConfigs v0), consume in a group with commits "
+            "(OffsetCommit v1), read the committed offsets; SASL/PLAIN (bare tokens after "
+            "SaslHandshake v0 at 0.11). Its default (Kafka 0.8.2: Produce and Fetch v0) is "
+            "not served yet"
+        ),
+        "test_sarama.py",
     ),
     (
         "Spark, `millrace` data source",

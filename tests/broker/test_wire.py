@@ -134,6 +134,24 @@ def test_unknown_api_or_version_gets_unsupported_version(kafka, key, version):
     client.close()
 
 
+def test_sasl_handshake_v0_is_followed_by_bare_tokens(kafka):
+    """Clients before Kafka 1.0 (KIP-152) send their SASL tokens after SaslHandshake v0 as
+    bare length-prefixed frames; the answer comes back the same way (empty for PLAIN), and
+    a failure closes the connection."""
+    key = kafka.admin_a
+    client = RawClient(kafka)
+    assert client.request(SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})["error_code"] == 0
+    client.send_frame(b"\x00" + key.key_id.encode() + b"\x00" + key.secret.encode())
+    assert client._recv(4) == b"\x00\x00\x00\x00"  # an empty answer: signed in
+    assert client.request(METADATA, 12, {"topics": None})["brokers"]
+    client.close()
+    wrong = RawClient(kafka)
+    assert wrong.request(SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"})["error_code"] == 0
+    wrong.send_frame(b"\x00" + key.key_id.encode() + b"\x00not-the-secret")
+    assert wrong.is_closed()
+    assert_broker_healthy(kafka)
+
+
 def test_an_unserved_version_is_counted_and_logged_once_per_connection(kafka):
     """Operators see who must upgrade: each request at a version not served is counted
     (by API and version), and each connection says so once at INFO with its client id and

@@ -1,0 +1,90 @@
+"""Debian's Sarama (1.22, a Go client still in wide use), built offline from Debian's Go
+packages, against a real broker: create a topic, produce, list topics (DescribeConfigs
+v0), consume in a group with commits (OffsetCommit v1 unless a retention is set), read
+the committed offsets back. The scenario is ``tests/clients/sarama/main.go``.
+
+Sarama's default version (Kafka 0.8.2: Produce v0 and Fetch v0, message format v0, no
+admin client or consumer groups) needs the message-format conversions of a later part of
+Step 12b; these runs pin Kafka 0.11 (the first with record batches; Sarama signs in with
+SaslHandshake v0 and bare SASL tokens there), 1.0 and Sarama's highest (2.2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.broker.test_clients import topic_name
+
+pytestmark = pytest.mark.django_db
+
+SOURCE = Path(__file__).resolve().parents[1] / "clients" / "sarama"
+GOPATH = Path("/usr/share/gocode")  # Debian's Go library packages
+SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
+RECORDS = 30
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory) -> Path:
+    go = shutil.which("go")
+    if go is None or not SARAMA.is_dir():
+        pytest.skip("needs Debian's golang-go and golang-github-shopify-sarama-dev")
+    out = tmp_path_factory.mktemp("sarama")
+    env = {
+        **os.environ,
+        "GOPATH": str(GOPATH),
+        "GO111MODULE": "off",
+        "GOCACHE": str(out / "cache"),
+        "GOFLAGS": "",
+    }
+    subprocess.run(
+        [go, "build", "-o", str(out / "scenario"), "."],
+        cwd=SOURCE,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out / "scenario"
+
+
+def run_scenario(scenario: Path, kafka, version: str) -> dict[str, dict]:
+    name = topic_name("sarama")
+    result = subprocess.run(
+        [
+            str(scenario),
+            f"-broker={kafka.bootstrap}",
+            f"-user={kafka.admin_a.key_id}",
+            f"-password={kafka.admin_a.secret}",
+            f"-version={version}",
+            f"-topic={name}",
+            f"-group={name}-group",
+            f"-count={RECORDS}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
+    steps = {}
+    for line in result.stdout.splitlines():
+        step = json.loads(line)
+        steps.setdefault(step["step"], step)
+    return steps
+
+
+@pytest.mark.parametrize("version", ["max", "1.0.0", "0.11.0.0"])
+def test_sarama_creates_produces_lists_consumes_and_commits(scenario, kafka, version):
+    steps = run_scenario(scenario, kafka, version)
+    failed = {k: v.get("error") for k, v in steps.items() if not v["ok"]}
+    assert not failed, failed
+    assert steps["produce"]["value"] == RECORDS
+    assert steps["list_topics"]["value"] is True
+    assert steps["consume"]["value"] == RECORDS  # every record, once each counted
+    # Committed offsets (the next offset to read) over the three partitions: all of them.
+    assert steps["committed"]["value"] == RECORDS
+    assert "consume_error" not in steps

@@ -1,0 +1,157 @@
+// A Sarama client scenario for Millrace's old-client tests (tests/broker/test_sarama.py):
+// create a topic, produce, list topics, consume in a group with commits, read the
+// committed offsets back. Each step prints one JSON line; the exit status is 0 even when
+// a step fails, so the test sees which steps did. Built offline against Debian's
+// golang-github-shopify-sarama-dev (GOPATH mode).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/Shopify/sarama"
+)
+
+func emit(step string, value interface{}, err error) bool {
+	line := map[string]interface{}{"step": step, "ok": err == nil}
+	if value != nil {
+		line["value"] = value
+	}
+	if err != nil {
+		line["error"] = err.Error()
+	}
+	out, _ := json.Marshal(line)
+	fmt.Println(string(out))
+	return err == nil
+}
+
+type handler struct {
+	mu     sync.Mutex
+	seen   map[string]bool
+	want   int
+	done   chan struct{}
+	closed bool
+}
+
+func (h *handler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *handler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *handler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for msg := range c.Messages() {
+		s.MarkMessage(msg, "")
+		h.mu.Lock()
+		h.seen[string(msg.Value)] = true
+		if len(h.seen) >= h.want && !h.closed {
+			h.closed = true
+			close(h.done)
+		}
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+func main() {
+	broker := flag.String("broker", "", "host:port")
+	user := flag.String("user", "", "SASL/PLAIN user (an API key id)")
+	password := flag.String("password", "", "SASL/PLAIN password (its secret)")
+	version := flag.String("version", "max", "max, default, or a Kafka version (2.1.0)")
+	topic := flag.String("topic", "", "topic to create and use")
+	group := flag.String("group", "", "consumer group")
+	count := flag.Int("count", 30, "records to produce and consume")
+	flag.Parse()
+
+	config := sarama.NewConfig()
+	switch *version {
+	case "max":
+		config.Version = sarama.MaxVersion
+	case "default":
+	default:
+		parsed, err := sarama.ParseKafkaVersion(*version)
+		if !emit("version", *version, err) {
+			return
+		}
+		config.Version = parsed
+	}
+	config.ClientID = "sarama-test"
+	config.Net.SASL.Enable = true
+	config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+	config.Net.SASL.User = *user
+	config.Net.SASL.Password = *password
+	config.Producer.Return.Successes = true
+	config.Producer.RequiredAcks = sarama.WaitForAll
+	config.Consumer.Offsets.Initial = sarama.OffsetOldest
+	config.Consumer.Offsets.CommitInterval = 200 * time.Millisecond
+	addrs := []string{*broker}
+
+	admin, err := sarama.NewClusterAdmin(addrs, config)
+	if !emit("connect", config.Version.String(), err) {
+		return
+	}
+	defer admin.Close()
+	detail := &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 1}
+	emit("create_topic", nil, admin.CreateTopic(*topic, detail, false))
+
+	producer, err := sarama.NewSyncProducer(addrs, config)
+	if emit("producer", nil, err) {
+		sent := 0
+		for i := 0; i < *count; i++ {
+			msg := &sarama.ProducerMessage{
+				Topic: *topic,
+				Key:   sarama.StringEncoder(fmt.Sprint(i)),
+				Value: sarama.StringEncoder(fmt.Sprint(i)),
+			}
+			if _, _, err = producer.SendMessage(msg); err != nil {
+				break
+			}
+			sent++
+		}
+		emit("produce", sent, err)
+		producer.Close()
+	}
+
+	topics, err := admin.ListTopics()
+	_, listed := topics[*topic]
+	emit("list_topics", listed, err)
+
+	consumer, err := sarama.NewConsumerGroup(addrs, *group, config)
+	if emit("group", nil, err) {
+		h := &handler{seen: map[string]bool{}, want: *count, done: make(chan struct{})}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		go func() {
+			for ctx.Err() == nil {
+				if err := consumer.Consume(ctx, []string{*topic}, h); err != nil {
+					emit("consume_error", nil, err)
+					time.Sleep(500 * time.Millisecond)
+				}
+			}
+		}()
+		select {
+		case <-h.done:
+		case <-ctx.Done():
+		}
+		time.Sleep(time.Second) // one more commit interval
+		cancel()
+		h.mu.Lock()
+		emit("consume", len(h.seen), nil)
+		h.mu.Unlock()
+		emit("group_close", nil, consumer.Close())
+	}
+
+	offsets, err := admin.ListConsumerGroupOffsets(*group, map[string][]int32{*topic: {0, 1, 2}})
+	total := int64(0)
+	if err == nil {
+		for _, p := range offsets.Blocks[*topic] {
+			if p.Err != sarama.ErrNoError {
+				err = p.Err
+			} else if p.Offset > 0 {
+				total += p.Offset
+			}
+		}
+	}
+	emit("committed", total, err)
+	os.Exit(0)
+}
