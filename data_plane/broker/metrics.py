@@ -113,6 +113,13 @@ class BrokerMetrics:
             ["api", "version"],
             registry=r,
         )
+        self.format_conversions = Counter(
+            "millrace_broker_format_conversions",
+            "Message sets converted between formats v0/v1 and RecordBatch v2 for old "
+            "clients: up (Produce v0-2), down (Fetch v0-3)",
+            ["direction"],
+            registry=r,
+        )
         self.isr_shrinks = Counter(
             "millrace_broker_isr_shrinks",
             "ISR shrinks this broker proposed as leader",

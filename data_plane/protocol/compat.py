@@ -58,16 +58,21 @@ FOOTER = """
   then int16 `error_code` 35 and an empty int32 array. After authentication the connection
   stays open (the request was well framed, only not served); before authentication the
   connection is closed after the answer. Clients that negotiate with ApiVersions never see it.
-  Every such request (and every Produce v0-2) is counted in
+  Every such request is counted in
   `millrace_broker_unserved_requests_total{api, version}`, and each connection says so
   once per API and version in the broker's log at INFO, with its client id, address and
   tenant: who must upgrade.
-- **Produce v0-2** (message formats v0 and v1) are advertised but not served, as in Kafka 4:
-  librdkafka before 2.11.1 (Debian's kcat among them) turns compression off unless the
-  broker's lowest Produce version is 0. Clients use the highest version both sides know
-  (v3 or later since Kafka 0.11), so they never send v0-2; a request that does is answered
-  with a Produce response of its version carrying `UNSUPPORTED_VERSION` (35) for every
-  partition (with acks=0, which has no response, the connection is closed), and logged.
+- **Produce v0-2** carry message formats v0 and v1 (clients older than Kafka 0.11). Each
+  partition's message set is up-converted to one RecordBatch v2, as Kafka's log validator
+  does: the log assigns the offsets, keys and values are kept, v1's timestamps are kept
+  (a wrapper in log append time gives its own to every record), v0's messages get no
+  timestamp (-1), and the producer's codec (gzip, snappy, lz4) is kept. A message set
+  with a bad CRC, a bad length or a nested compressed message is refused whole with
+  `CORRUPT_MESSAGE` (2). Conversions are counted in
+  `millrace_broker_format_conversions_total{direction="up"}`. LZ4 in format v0 is read as
+  a standard LZ4 frame: Kafka 0.8's frames with a wrong header checksum would be refused
+  as corrupt (no client at hand writes them; aiokafka refuses to). Fetch v0-3, which old
+  consumers need (down-conversion), are not served yet.
 - **Frames** over `max_request_bytes` (or 512 KiB before authentication) and malformed
   frames close only their connection, with a log line.
 
@@ -358,8 +363,8 @@ KIP-848 protocol, so the in-process tests (`tests/groups/test_consumer_group.py`
 `tests/broker_unit/test_consumer_group_handlers.py`) and the schema cross-check against kio
 (Kafka's JSON definitions) are its second opinion.
 Older client versions whose request versions Kafka 4 dropped are being added (Step 12b):
-the admin, ACL, offset and group APIs serve Kafka 3.9's ranges; Produce v0-2 and Fetch
-v0-3 (message formats v0 and v1) are not served yet.
+the admin, ACL, offset and group APIs and Produce serve Kafka 3.9's ranges; Fetch v0-3
+(message formats v0 and v1 for old consumers) is not served yet.
 
 librdkafka before 2.6.1 (kcat's 2.0.2 among them) sends a SCRAM client-final nonce with
 its own nonce prepended once more. The broker accepts exactly that form, as Kafka 3.x did

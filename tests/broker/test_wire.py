@@ -183,63 +183,55 @@ def test_an_unserved_version_is_counted_and_logged_once_per_connection(kafka):
     assert all("tenant " in line and "UNSUPPORTED_VERSION" in line for line in lines)
 
 
-def legacy_message_set(value: bytes) -> bytes:
-    """One message in format v1 (magic 1), as Produce v2 carried it: offset, size, crc,
-    magic, attributes, timestamp, key (null), value."""
-    import zlib
+def legacy_set(magic: int, codec: int, rows, t0: int = 1_700_000_000_000) -> bytes:
+    """A message set in format v0 or v1, built by aiokafka's legacy encoder."""
+    from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 
-    message = struct.pack(">bbqi", 1, 0, 1_700_000_000_000, -1) + struct.pack(">i", len(value))
-    message += value
-    message = struct.pack(">I", zlib.crc32(message)) + message
-    return struct.pack(">qi", 0, len(message)) + message
+    builder = LegacyRecordBatchBuilder(magic, codec, 1 << 20)
+    for i, (key, value) in enumerate(rows):
+        builder.append(i, timestamp=t0 + i if magic else None, key=key, value=value)
+    return bytes(builder.build())
 
 
-def test_produce_v0_to_v2_are_advertised_and_answered_unsupported_per_partition(kafka):
-    """Kafka 4 advertises Produce v0 (librdkafka before 2.11.1 compresses only then) and
-    refuses v0-2; each partition gets UNSUPPORTED_VERSION, nothing is stored."""
+def test_produce_v0_to_v2_are_up_converted_to_record_batches(kafka):
+    """Produce v0-2 carry message formats v0 and v1 (what clients older than Kafka 0.11
+    send): each partition's set is stored as one RecordBatch v2 with the log's offsets,
+    the keys and values, and v1's timestamps; a corrupt set is refused whole, and the
+    connection goes on."""
     name = topic_name("legacy")
-    confluent_create(kafka, kafka.admin_a, name, partitions=2)
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
     client = RawClient(kafka)
     client.login(kafka.admin_a)
-    ranges = {k["api_key"]: k for k in client.request(18, 3, {})["api_keys"]}
-    assert (ranges[PRODUCE]["min_version"], ranges[PRODUCE]["max_version"]) == (0, 10)
-    for version in (0, 1, 2):
-        body = {
-            "acks": 1,
-            "timeout_ms": 5000,
-            "topic_data": [
-                {
-                    "name": name,
-                    "partition_data": [
-                        {"index": i, "records": legacy_message_set(b"old")} for i in (0, 1)
-                    ],
-                }
-            ],
-        }
-        answer = client.request(PRODUCE, version, body)
-        [topic] = answer["responses"]
-        assert topic["name"] == name
-        assert [(p["index"], p["error_code"]) for p in topic["partition_responses"]] == [
-            (0, ErrorCode.UNSUPPORTED_VERSION),
-            (1, ErrorCode.UNSUPPORTED_VERSION),
-        ]
-    # The connection stays usable, and nothing was written.
+    sent = [
+        (0, 0, 0, [(b"a", b"v0-0"), (None, b"v0-1")]),  # version, magic, codec, rows
+        (1, 0, 1, [(b"b", b"v1-0")]),
+        (2, 1, 1, [(b"c", b"v2-0"), (b"d", b"v2-1")]),
+        (2, 1, 0, [(None, b"v2-2")]),
+    ]
+    offset = 0
+    for version, magic, codec, rows in sent:
+        entry = produce(client, name, legacy_set(magic, codec, rows), version=version)
+        assert (entry["error_code"], entry["base_offset"]) == (ErrorCode.NONE, offset)
+        offset += len(rows)
+    corrupt = bytearray(legacy_set(1, 0, [(None, b"bad")]))
+    corrupt[-1] ^= 0xFF
+    assert produce(client, name, bytes(corrupt), version=2)["error_code"] == (
+        ErrorCode.CORRUPT_MESSAGE
+    )
     good = RecordBatch(base_offset=0, records=(Record(0, 1, None, b"new"),)).encode()
-    assert produce(client, name, good)["base_offset"] == 0
+    assert produce(client, name, good)["base_offset"] == offset
     client.close()
-    assert [m.value() for m in confluent_consume(kafka, kafka.admin_a, name, 2, 1)] == [b"new"]
-    # acks=0 has no response: the connection is closed instead, as Kafka does.
-    silent = RawClient(kafka)
-    silent.login(kafka.admin_a)
-    body = {
-        "acks": 0,
-        "timeout_ms": 5000,
-        "topic_data": [
-            {"name": name, "partition_data": [{"index": 0, "records": legacy_message_set(b"x")}]}
-        ],
-    }
-    silent.send_request(PRODUCE, 0, body)
-    assert silent.is_closed()
+    got = confluent_consume(kafka, kafka.admin_a, name, 1, offset + 1)
+    expected = [(k, v) for _, _, _, rows in sent for k, v in rows] + [(None, b"new")]
+    assert [(m.key(), m.value()) for m in got] == expected
+    assert [m.offset() for m in got] == list(range(offset + 1))
+    # Format v1 carried timestamps (v0 did not: no timestamp, as Kafka stores it).
+    assert [m.timestamp()[1] for m in got[3:6]] == [
+        1_700_000_000_000,
+        1_700_000_000_001,
+        1_700_000_000_000,
+    ]
+    assert all(m.timestamp()[1] == -1 for m in got[:3])
     assert_broker_healthy(kafka)
 
 

@@ -14,7 +14,6 @@ import logging
 
 from data_plane.acl import Operation
 from data_plane.broker.handlers.context import (
-    CloseConnection,
     E,
     Handler,
     RequestContext,
@@ -29,58 +28,22 @@ from data_plane.protocol.messages import init_producer_id as init_producer_id_ap
 from data_plane.protocol.messages import produce
 from data_plane.protocol.messages import produce as produce_api
 from data_plane.protocol.types import Buffer
+from data_plane.records.batch import InvalidRecordBatch
+from data_plane.records.legacy import up_convert
 
 logger = logging.getLogger("millrace.broker")
 
-_unserved_logged: set[tuple[str, str, int]] = set()  # (host, client id, version), bounded
-
-
-def _unserved_produce(ctx: RequestContext, req: bodies.ProduceRequest) -> bodies.ProduceResponse:
-    """Produce v0-2: advertised as Kafka 4 does, answered UNSUPPORTED_VERSION everywhere."""
-    ctx.services.metrics.unserved_requests.labels("Produce", str(ctx.version)).inc()
-    seen = (ctx.host, ctx.client_id, ctx.version)
-    if seen not in _unserved_logged:
-        if len(_unserved_logged) >= 1024:
-            _unserved_logged.clear()
-        _unserved_logged.add(seen)
-        logger.info(
-            "client %r at %s sent Produce v%s (message format v0/v1); Produce v%s-%s is "
-            "served: answered UNSUPPORTED_VERSION",
-            ctx.client_id,
-            ctx.host,
-            ctx.version,
-            produce.SERVED_FROM,
-            produce.VALID[1],
-        )
-    if req["acks"] == 0:
-        # No response exists for acks=0; closing is how Kafka tells such a producer.
-        raise CloseConnection(f"Produce v{ctx.version} with acks=0 is not served")
-    return {
-        "responses": [
-            {
-                "name": t["name"],
-                "partition_responses": [
-                    {
-                        "index": p["index"],
-                        "error_code": E.UNSUPPORTED_VERSION,
-                        "base_offset": -1,
-                        "log_append_time_ms": -1,
-                    }
-                    for p in t["partition_data"]
-                ],
-            }
-            for t in req["topic_data"]
-        ],
-        "throttle_time_ms": 0,
-    }
+# A compressed legacy message may expand to at most this much (the batch it becomes must
+# still fit the topic's max.message.bytes when it is appended).
+LEGACY_EXPANSION_LIMIT = 64 << 20
 
 
 async def handle_produce(
     ctx: RequestContext, req: bodies.ProduceRequest
 ) -> bodies.ProduceResponse | None:
-    if ctx.version < produce.SERVED_FROM:
-        return _unserved_produce(ctx, req)
     svc = ctx.services
+    # v0-2 carry message formats v0/v1: each partition's set becomes one RecordBatch v2.
+    legacy = ctx.version < produce.RECORD_BATCH_FROM
     tenant_id = ctx.principal.tenant_id
     acks = req["acks"]
     results: list[bodies.ProduceResponseResponses] = []
@@ -107,6 +70,12 @@ async def handle_produce(
                 code = E.CORRUPT_MESSAGE
             elif svc.tenants.tenant_over_storage(tenant_id):
                 code, message = E.POLICY_VIOLATION, "tenant storage limit reached"
+            elif legacy:
+                try:
+                    records = up_convert(records, max_size=LEGACY_EXPANSION_LIMIT)
+                    svc.metrics.format_conversions.labels("up").inc()
+                except InvalidRecordBatch as exc:
+                    code, message = E.CORRUPT_MESSAGE, str(exc)
             entry: bodies.ProduceResponsePartitionResponses = {
                 "index": p["index"],
                 "error_code": code,

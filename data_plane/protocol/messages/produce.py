@@ -1,10 +1,9 @@
-"""Produce (key 0): write record batches to partitions. Versions 0-10 advertised, 3-10 served.
+"""Produce (key 0): write record batches to partitions. Versions 0-10.
 
-Versions 0-2 carry message formats v0 and v1, which Millrace does not store. They are
-advertised anyway, as Kafka 4 does (KAFKA-18659): librdkafka before 2.11.1 turns
-compression off unless the broker's lowest Produce version is 0. A client picks the
-highest version both sides know, so none of them sends v0-2; one that does is answered
-UNSUPPORTED_VERSION for every partition (``handlers.handle_produce``).
+Versions 0-2 carry message formats v0 and v1, which the broker up-converts to RecordBatch
+v2 before appending (``data_plane.records.legacy``), as Kafka 3.9 did. (Kafka 4 still
+advertises v0, KAFKA-18659, because librdkafka before 2.11.1 turns compression off
+unless the broker's lowest Produce version is 0, but refuses v0-2.)
 
 v10 (KIP-951) adds answers only: a partition refused NOT_LEADER_OR_FOLLOWER or
 FENCED_LEADER_EPOCH carries the tagged ``current_leader``, and that leader's address is in
@@ -19,7 +18,7 @@ from data_plane.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 
 KEY = 0
 VALID = (0, 10)
-SERVED_FROM = 3  # v0-2: advertised, answered UNSUPPORTED_VERSION
+RECORD_BATCH_FROM = 3  # v0-2 carry message formats v0/v1, up-converted on the broker
 FLEXIBLE = (9, None)
 
 REQUEST = message(
