@@ -110,7 +110,7 @@ class FetchRequestPartitions(TypedDict):
 class FetchRequestTopics(TypedDict):
     """An element of ``FetchRequest.topics``."""
 
-    topic: NotRequired[str]  # v4-12
+    topic: NotRequired[str]  # v0-12
     topic_id: NotRequired[uuid.UUID]  # v13+
     partitions: list[FetchRequestPartitions]
 
@@ -124,15 +124,15 @@ class FetchRequestForgottenTopicsData(TypedDict):
 
 
 class FetchRequest(TypedDict):
-    """Fetch request (API key 1), v4-17."""
+    """Fetch request (API key 1), v0-17."""
 
     cluster_id: NotRequired[str | None]  # v12+, tagged
-    replica_id: NotRequired[int]  # v4-14
+    replica_id: NotRequired[int]  # v0-14
     replica_state: NotRequired[FetchRequestReplicaState]  # v15+, tagged
     max_wait_ms: int
     min_bytes: int
-    max_bytes: int
-    isolation_level: int
+    max_bytes: NotRequired[int]  # v3+
+    isolation_level: NotRequired[int]  # v4+
     session_id: NotRequired[int]  # v7+
     session_epoch: NotRequired[int]  # v7+
     topics: list[FetchRequestTopics]
@@ -174,12 +174,12 @@ class FetchResponsePartitions(TypedDict, total=False):
     partition_index: int
     error_code: int
     high_watermark: int
-    last_stable_offset: int  # default -1
+    last_stable_offset: int  # v4+, default -1
     log_start_offset: int  # v5+, default -1
     diverging_epoch: FetchResponseDivergingEpoch  # v12+, tagged
     current_leader: FetchResponseCurrentLeader  # v12+, tagged
     snapshot_id: FetchResponseSnapshotId  # v12+, tagged
-    aborted_transactions: list[FetchResponseAbortedTransactions] | None
+    aborted_transactions: list[FetchResponseAbortedTransactions] | None  # v4+
     preferred_read_replica: int  # v11+, default -1
     records: Buffer | ExternalRecords | None
 
@@ -187,7 +187,7 @@ class FetchResponsePartitions(TypedDict, total=False):
 class FetchResponseResponses(TypedDict, total=False):
     """An element of ``FetchResponse.responses``."""
 
-    topic: str  # v4-12
+    topic: str  # v0-12
     topic_id: uuid.UUID  # v13+
     partitions: list[FetchResponsePartitions]
 
@@ -202,9 +202,9 @@ class FetchResponseNodeEndpoints(TypedDict, total=False):
 
 
 class FetchResponse(TypedDict, total=False):
-    """Fetch response (API key 1), v4-17."""
+    """Fetch response (API key 1), v0-17."""
 
-    throttle_time_ms: int
+    throttle_time_ms: int  # v1+
     error_code: int  # v7+
     session_id: int  # v7+
     responses: list[FetchResponseResponses]

@@ -71,8 +71,14 @@ FOOTER = """
   `CORRUPT_MESSAGE` (2). Conversions are counted in
   `millrace_broker_format_conversions_total{direction="up"}`. LZ4 in format v0 is read as
   a standard LZ4 frame: Kafka 0.8's frames with a wrong header checksum would be refused
-  as corrupt (no client at hand writes them; aiokafka refuses to). Fetch v0-3, which old
-  consumers need (down-conversion), are not served yet.
+  as corrupt (no client at hand writes them; aiokafka refuses to).
+- **Fetch v0-3** answer in message format v0 (v0-1) or v1 (v2-3), down-converted from the
+  stored batches as Kafka's down-conversion does: one uncompressed message per record at
+  its absolute offset, none below the offset asked for (a fetch may start inside a
+  batch), v1 with the record's timestamp (or the batch's, flagged, in log append time),
+  record headers dropped (the old formats have none), control batches left out. The
+  conversion holds at most what the fetch asked for in memory, and is counted in
+  `millrace_broker_format_conversions_total{direction="down"}`.
 - **Frames** over `max_request_bytes` (or 512 KiB before authentication) and malformed
   frames close only their connection, with a log line.
 
@@ -325,11 +331,11 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
         "Sarama (Debian's golang-github-shopify-sarama-dev)",
         "1.22.1, Go 1.19",
         (
-            "pinned at Kafka 0.11, 1.0 and its highest (2.2): create a topic, produce "
-            "(acks=all), list topics (DescribeConfigs v0), consume in a group with commits "
-            "(OffsetCommit v1), read the committed offsets; SASL/PLAIN (bare tokens after "
-            "SaslHandshake v0 at 0.11). Its default (Kafka 0.8.2: Produce and Fetch v0) is "
-            "not served yet"
+            "pinned at Kafka 0.10.2 (Produce v2, Fetch v3: format v1), 0.11, 1.0 and its "
+            "highest (2.2): create a topic, produce (acks=all), list topics (DescribeConfigs "
+            "v0, from 0.11), consume in a group with commits (OffsetCommit v1-2), read the "
+            "committed offsets; SASL/PLAIN (bare tokens after SaslHandshake v0 below 1.0). "
+            "Its default (Kafka 0.8.2) is not tested yet"
         ),
         "test_sarama.py",
     ),
@@ -363,8 +369,9 @@ KIP-848 protocol, so the in-process tests (`tests/groups/test_consumer_group.py`
 `tests/broker_unit/test_consumer_group_handlers.py`) and the schema cross-check against kio
 (Kafka's JSON definitions) are its second opinion.
 Older client versions whose request versions Kafka 4 dropped are being added (Step 12b):
-the admin, ACL, offset and group APIs and Produce serve Kafka 3.9's ranges; Fetch v0-3
-(message formats v0 and v1 for old consumers) is not served yet.
+every API serves Kafka 3.9's ranges, Produce v0-2 and Fetch v0-3 converting between the
+old message formats and record batches. Sarama's default version (Kafka 0.8.2) is not in
+the matrix yet.
 
 librdkafka before 2.6.1 (kcat's 2.0.2 among them) sends a SCRAM client-final nonce with
 its own nonce prepended once more. The broker accepts exactly that form, as Kafka 3.x did

@@ -1,5 +1,6 @@
-"""Message formats v0 and v1 (magic 0 and 1), as Produce v0-2 carries them, up-converted
-to one RecordBatch v2 (what the log stores), as Kafka's LogValidator converts them.
+"""Message formats v0 and v1 (magic 0 and 1): up-converted to one RecordBatch v2 (what
+the log stores) from Produce v0-2, as Kafka's LogValidator converts them, and written
+from stored batches for Fetch v0-3 (``down_convert``).
 
 A message set is a run of ``offset int64, size int32, message``; a message is ``crc
 uint32`` (CRC-32 of the rest), ``magic int8``, ``attributes int8`` (the low three bits: the
@@ -17,7 +18,13 @@ from __future__ import annotations
 import struct
 import zlib
 
-from data_plane.records.batch import InvalidRecordBatch, Record, RecordBatch
+from data_plane.records.batch import (
+    InvalidRecordBatch,
+    Record,
+    RecordBatch,
+    TimestampType,
+    validate_batch,
+)
 from data_plane.records.compression import Compression, CompressionError, decompress
 
 _ENTRY = struct.Struct(">qi")  # offset, message size
@@ -105,3 +112,49 @@ def up_convert(data: bytes | bytearray | memoryview, *, max_size: int) -> bytes:
         for i, (ts, key, value) in enumerate(messages)
     )
     return RecordBatch(base_offset=0, records=records, compression=codec).encode()
+
+
+def _message(
+    magic: int,
+    offset: int,
+    timestamp: int,
+    log_append: bool,
+    key: bytes | None,
+    value: bytes | None,
+) -> bytes:
+    body = bytearray(struct.pack(">bb", magic, _LOG_APPEND_TIME if log_append else 0))
+    if magic == 1:
+        body += _TIMESTAMP.pack(timestamp)
+    for part in (key, value):
+        if part is None:
+            body += _LENGTH.pack(-1)
+        else:
+            body += _LENGTH.pack(len(part))
+            body += part
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return _ENTRY.pack(offset, len(message)) + message
+
+
+def down_convert(data: bytes | bytearray | memoryview, magic: int, first_offset: int) -> bytes:
+    """RecordBatch v2 bytes (whole batches, as the log reads them) as a message set in
+    format ``magic`` (0 or 1) for Fetch v0-3, as Kafka's down-conversion writes it: one
+    uncompressed message per record at its absolute offset, none below ``first_offset``
+    (a fetch may start inside a batch), control batches left out, headers dropped (the
+    old formats have none); magic 1 carries the record's timestamp, or the batch's with
+    the log-append-time flag when the batch says so."""
+    out = bytearray()
+    view = memoryview(data).cast("B")
+    pos = 0
+    while pos < len(view):
+        header = validate_batch(view, pos)
+        batch = RecordBatch.decode(view[pos : pos + header.size])
+        pos += header.size
+        if batch.is_control:
+            continue
+        log_append = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+        for r in batch.records:
+            if r.offset < first_offset:
+                continue
+            timestamp = header.max_timestamp if log_append else r.timestamp
+            out += _message(magic, r.offset, timestamp, log_append and magic == 1, r.key, r.value)
+    return bytes(out)

@@ -3,10 +3,11 @@ packages, against a real broker: create a topic, produce, list topics (DescribeC
 v0), consume in a group with commits (OffsetCommit v1 unless a retention is set), read
 the committed offsets back. The scenario is ``tests/clients/sarama/main.go``.
 
-Sarama's default version (Kafka 0.8.2: Produce v0 and Fetch v0, message format v0, no
-admin client or consumer groups) needs the message-format conversions of a later part of
-Step 12b; these runs pin Kafka 0.11 (the first with record batches; Sarama signs in with
-SaslHandshake v0 and bare SASL tokens there), 1.0 and Sarama's highest (2.2)."""
+Sarama's default version (Kafka 0.8.2: no admin client and no consumer groups in Sarama)
+needs a scenario of its own, a later part of Step 12b. These runs pin Kafka 0.10.2
+(Produce v2 and Fetch v3: message format v1, converted both ways), 0.11 (the first with
+record batches; Sarama signs in with SaslHandshake v0 and bare SASL tokens below 1.0),
+1.0 and Sarama's highest (2.2)."""
 
 from __future__ import annotations
 
@@ -77,13 +78,18 @@ def run_scenario(scenario: Path, kafka, version: str) -> dict[str, dict]:
     return steps
 
 
-@pytest.mark.parametrize("version", ["max", "1.0.0", "0.11.0.0"])
+@pytest.mark.parametrize("version", ["max", "1.0.0", "0.11.0.0", "0.10.2.0"])
 def test_sarama_creates_produces_lists_consumes_and_commits(scenario, kafka, version):
     steps = run_scenario(scenario, kafka, version)
+    if version == "0.10.2.0":
+        # DescribeConfigs came with Kafka 0.11: Sarama refuses to send it itself (its
+        # ErrUnsupportedVersion, before any request), so it cannot list topics there.
+        listed = steps.pop("list_topics")
+        assert listed["error"] == "kafka server: The version of API is not supported."
     failed = {k: v.get("error") for k, v in steps.items() if not v["ok"]}
     assert not failed, failed
     assert steps["produce"]["value"] == RECORDS
-    assert steps["list_topics"]["value"] is True
+    assert version == "0.10.2.0" or steps["list_topics"]["value"] is True
     assert steps["consume"]["value"] == RECORDS  # every record, once each counted
     # Committed offsets (the next offset to read) over the three partitions: all of them.
     assert steps["committed"]["value"] == RECORDS

@@ -235,6 +235,51 @@ def test_produce_v0_to_v2_are_up_converted_to_record_batches(kafka):
     assert_broker_healthy(kafka)
 
 
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_fetch_v0_to_v3_answers_in_the_old_formats(kafka, version):
+    """Fetch v0-3 (consumers older than Kafka 0.11) read message format v0 (v0-1) or v1
+    (v2-3), down-converted from the stored batches: every record from the offset asked
+    for, at its offset, with v1's timestamps; aiokafka's legacy reader reads them."""
+    from aiokafka.record.memory_records import MemoryRecords
+    from confluent_kafka import Producer
+
+    name = topic_name("oldfetch")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    producer = Producer(
+        confluent_conf(kafka, kafka.admin_a, **{"linger.ms": 50, "compression.type": "gzip"})
+    )
+    for i in range(10):
+        producer.produce(name, key=b"k%d" % i, value=b"v%d" % i, timestamp=1_700_000_000_000 + i)
+    assert producer.flush(20) == 0
+    client = RawClient(kafka)
+    client.login(kafka.admin_a)
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 100,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": name,
+                "partitions": [{"partition": 0, "fetch_offset": 3, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
+    [topic] = client.request(FETCH, version, body)["responses"]
+    [part] = topic["partitions"]
+    assert (part["error_code"], part["high_watermark"]) == (ErrorCode.NONE, 10)
+    data = bytes(part["records"])
+    assert data[16] == (0 if version < 2 else 1)  # the first message's magic
+    records = MemoryRecords(data)
+    got = []
+    while records.has_next():
+        got.extend((r.offset, r.key, r.value, r.timestamp) for r in records.next_batch())
+    assert [(o, k, v) for o, k, v, _ in got] == [(i, b"k%d" % i, b"v%d" % i) for i in range(3, 10)]
+    stamps = [t for *_, t in got]
+    assert stamps == ([None] * 7 if version < 2 else [1_700_000_000_000 + i for i in range(3, 10)])
+    client.close()
+
+
 def test_unknown_api_before_authentication_is_answered_then_closed(kafka):
     client = RawClient(kafka)
     correlation, body = client.raw_request(999, 0)

@@ -9,7 +9,7 @@ import struct
 import pytest
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from data_plane.records import RecordBatch
+from data_plane.records import Record, RecordBatch
 from data_plane.records.batch import InvalidRecordBatch, validate_batch
 from data_plane.records.compression import Compression
 from data_plane.records.legacy import up_convert
@@ -80,3 +80,75 @@ def test_a_compressed_message_expanding_past_the_limit_is_refused():
     with pytest.raises(InvalidRecordBatch) as refused:
         up_convert(data, max_size=10_000)
     assert refused.value.reason == "bad_compression"
+
+
+def _read_with_aiokafka(data: bytes) -> list[tuple]:
+    """(offset, timestamp, key, value, magic) of every message: aiokafka's own reader for
+    the old formats, and the magic byte of each entry (after offset, size and CRC)."""
+    from aiokafka.record.memory_records import MemoryRecords
+
+    magics = []
+    pos = 0
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos + 8)
+        magics.append(data[pos + 16])
+        pos += 12 + size
+    out = []
+    records = MemoryRecords(data)
+    while records.has_next():
+        for r in records.next_batch():
+            out.append((r.offset, r.timestamp, r.key, r.value))
+    assert len(out) == len(magics)
+    return [(*row, magic) for row, magic in zip(out, magics, strict=True)]
+
+
+def _stored(base: int, timestamp_type=None, compression=Compression.NONE) -> bytes:
+    from data_plane.records.batch import RecordHeader, TimestampType
+
+    records = tuple(
+        Record(
+            offset=base + i,
+            timestamp=1_700_000_000_000 + i,
+            key=key,
+            value=value,
+            headers=(RecordHeader("h", b"dropped"),),
+        )
+        for i, (key, value) in enumerate(ROWS)
+    )
+    return RecordBatch(
+        base_offset=base,
+        records=records,
+        compression=compression,
+        timestamp_type=timestamp_type or TimestampType.CREATE_TIME,
+    ).encode()
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_down_conversion_writes_each_record_at_its_offset(magic):
+    from data_plane.records.legacy import down_convert
+
+    stored = _stored(10, compression=Compression.GZIP) + _stored(14)
+    got = _read_with_aiokafka(down_convert(stored, magic, first_offset=12))
+    assert [o for o, *_ in got] == list(range(12, 18))  # from the offset asked for
+    assert [(k, v) for _, _, k, v, _ in got] == (ROWS[2:] + ROWS)
+    assert {m for *_, m in got} == {magic}
+    expected = [1_700_000_000_002, 1_700_000_000_003, *range(1_700_000_000_000, 1_700_000_000_004)]
+    assert [t for _, t, *_ in got] == (expected if magic else [None] * 6)
+
+
+def test_down_conversion_keeps_log_append_time_in_format_v1():
+    from data_plane.records.batch import TimestampType
+    from data_plane.records.legacy import down_convert
+
+    stored = bytearray(_stored(0, TimestampType.LOG_APPEND_TIME))
+    got = _read_with_aiokafka(down_convert(bytes(stored), 1, first_offset=0))
+    assert {t for _, t, *_ in got} == {1_700_000_000_003}  # the batch's (max) timestamp
+
+
+def test_up_then_down_conversion_gives_the_producers_messages_back():
+    from data_plane.records.legacy import down_convert
+
+    stored = up_convert(legacy_set(1, 2), max_size=LIMIT)  # snappy, format v1
+    got = _read_with_aiokafka(down_convert(stored, 1, first_offset=0))
+    assert [(k, v) for _, _, k, v, _ in got] == ROWS
+    assert [t for _, t, *_ in got] == [1_700_000_000_000 + i for i in range(4)]

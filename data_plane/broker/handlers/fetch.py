@@ -24,6 +24,7 @@ from data_plane.log.segment import FileSlice
 from data_plane.metadata.model import TopicInfo
 from data_plane.protocol import bodies
 from data_plane.protocol.messages import fetch as fetch_api
+from data_plane.records.legacy import down_convert
 from data_plane.replication.manager import FetchPartition
 
 
@@ -94,7 +95,7 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
         results, total = await svc.replicas.fetch_records(
             replica,
             wanted,
-            req["max_bytes"],
+            req.get("max_bytes", 0x7FFFFFFF),  # from v3
             req["min_bytes"],
             req["max_wait_ms"],
         )
@@ -117,6 +118,8 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
         throttle = record_bytes(ctx, "fetch", total)
     elif total:
         svc.metrics.replication_bytes_out.inc(total)
+    if version < 4:
+        _down_convert(ctx, entries, wanted)
     answer: bodies.FetchResponse = {
         "throttle_time_ms": throttle,
         "error_code": E.NONE,
@@ -126,6 +129,21 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
     if leaders:
         answer["node_endpoints"] = leader_endpoints(ctx, leaders)
     return answer
+
+
+def _down_convert(
+    ctx: RequestContext,
+    entries: list[bodies.FetchResponsePartitions],
+    wanted: list[FetchPartition],
+) -> None:
+    """Fetch v0-3: the records in message format v0 (v0-1) or v1 (v2-3), written from the
+    batches read (at most what the fetch asked for), from the offset asked for."""
+    magic = 0 if ctx.version < 2 else 1
+    for entry, want in zip(entries, wanted, strict=True):
+        found = entry.get("records")
+        if isinstance(found, FileSlice) and found.length:
+            entry["records"] = down_convert(found.read(), magic, want.fetch_offset)
+            ctx.services.metrics.format_conversions.labels("down").inc()
 
 
 def _count_consumed(ctx: RequestContext, responses: list[bodies.FetchResponseResponses]) -> None:

@@ -1,4 +1,8 @@
-"""Fetch (key 1): read record batches from partitions. Versions 4-17.
+"""Fetch (key 1): read record batches from partitions. Versions 0-17.
+
+v0-3 answer in message formats v0 (v0-1) and v1 (v2-3), down-converted from the stored
+batches (``data_plane.records.legacy``), as Kafka 3.9 did; v3 adds the response-wide
+``max_bytes``.
 
 v13 names topics by id (request, forgotten topics, response); v14 has no schema change;
 v15 moves the follower's id into the tagged ``replica_state``; v16 adds the response's
@@ -12,7 +16,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT8, INT16, INT32, INT64, RECORDS, STRING, UUID
 
 KEY = 1
-VALID = (4, 17)
+VALID = (0, 17)
 FLEXIBLE = (12, None)
 
 REQUEST = message(
