@@ -3,9 +3,12 @@
 Starts a broker (embedded metadata, development listener, quotas raised) pinned to CPU 1,
 drives it from this process pinned to CPU 0 with confluent-kafka, and measures Redis
 Streams on the same machine in the same run (redis-py, pipelines of 1,000 XADDs; XRANGE
-pages of 10,000 for reading). Prints one JSON line per workload, medians of ``--repeats``
-runs for the produce workloads. Durability: neither side fsyncs (Millrace leaves flushing
-to the OS by default; the Redis server here runs without AOF or RDB).
+pages of 10,000 for reading). The backlog is also read by a raw client at Fetch v3
+(message format v1, down-converted by the broker) and at Fetch v12 (record batches), the
+same client and fetch sizes for both: what down-conversion costs old consumers. Prints
+one JSON line per workload, medians of ``--repeats`` runs for the produce workloads.
+Durability: neither side fsyncs (Millrace leaves flushing to the OS by default; the Redis
+server here runs without AOF or RDB).
 """
 
 from __future__ import annotations
@@ -98,6 +101,98 @@ def _stalled_consumers(
             sock.close()
 
 
+def _raw_backlog_fetch(port: int, topic: str, records: int, version: int, pid: int) -> dict:
+    """Read ``records`` of ``topic`` from offset 0 with Fetch ``version`` over one raw
+    connection (1 MiB per fetch), as fast as the broker answers: the same client for
+    the old formats (v3: format v1, down-converted) and record batches (v12), so the
+    difference is the broker's. Records/s, and the broker's peak RSS seen meanwhile."""
+    import struct
+
+    from data_plane.protocol.headers import write_request_header
+    from data_plane.protocol.messages import APIS
+    from data_plane.records.batch import read_header
+
+    fetch = APIS[1]
+    flexible = fetch.request.is_flexible(version)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    offset, got, peak, n = 0, 0, rss_mb(pid), 0
+    started = time.perf_counter()
+    try:
+        while got < records:
+            body = {
+                "replica_id": -1,
+                "max_wait_ms": 500,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            }
+            n += 1
+            frame = write_request_header(1, version, n, "bench-raw", 2 if flexible else 1)
+            frame += fetch.request.encode(body, version)
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            size = struct.unpack(">i", _recv(sock, 4))[0]
+            data = _recv(sock, size)
+            header = 4 + (1 if flexible else 0)  # correlation id (+ tagged fields)
+            answer = fetch.response.decode(data[header:], version)
+            records_bytes = bytes(answer["responses"][0]["partitions"][0]["records"] or b"")
+            last = _last_offset(records_bytes, version, read_header)
+            if last is None:
+                break
+            got += last + 1 - offset
+            offset = last + 1
+            if n % 200 == 0:
+                peak = max(peak, rss_mb(pid))
+    finally:
+        sock.close()
+    seconds = time.perf_counter() - started
+    return {
+        "records": got,
+        "records_per_s": round(got / seconds),
+        "broker_peak_rss_mb": max(peak, rss_mb(pid)),
+    }
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        out += chunk
+    return bytes(out)
+
+
+def _last_offset(data: bytes, version: int, read_header: Any) -> int | None:
+    """The last offset in a Fetch answer's records: batches (v4+) or messages (v0-3)."""
+    import struct
+
+    last, pos = None, 0
+    while pos + 12 <= len(data):
+        if version >= 4:
+            header = read_header(data, pos)
+            if pos + header.size > len(data):
+                break
+            last, pos = header.last_offset, pos + header.size
+        else:
+            offset, size = struct.unpack_from(">qi", data, pos)
+            if pos + 12 + size > len(data):
+                break
+            last, pos = offset, pos + 12 + size
+    return last
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts (smoke run)")
@@ -155,6 +250,15 @@ def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int)
         mb_per_s=consumed["mb_per_s"],
         broker_rss_mb=rss_mb(broker.pid),
     )
+    # Old consumers (Fetch v3, message format v1) against record batches (Fetch v12), the
+    # same raw client for both, half the backlog each way (1 GB at full scale).
+    half = backlog_records // 2
+    for name, version in (
+        ("consume_backlog_100b_format_v1", 3),
+        ("consume_backlog_100b_raw_v12", 12),
+    ):
+        read = _raw_backlog_fetch(port, backlog, half, version, broker.pid)
+        emit(name, fetch_version=version, **read)
     redis_records = int(1_000_000 * scale)
     redis_produce, redis_consume = _redis_streams(redis_records, 100)
     emit(

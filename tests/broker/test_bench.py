@@ -27,11 +27,15 @@ def test_quick_broker_benchmark_prints_every_workload():
         "produce_100b_acks1_1p",
         "produce_1024b_acks1_1p",
         "consume_backlog_100b",
+        "consume_backlog_100b_format_v1",
+        "consume_backlog_100b_raw_v12",
         "redis_streams_100b",
         "idle_partitions",
         "stalled_consumers",
     ]
     backlog = rows[2]
     assert backlog["records"] == 400_000  # every produced record came back
+    # Each raw reader got at least its half of the backlog (the last fetch may give more).
+    assert rows[3]["records"] >= 200_000 and rows[4]["records"] >= 200_000
     assert rows[-2]["broker_rss_mb"] > 0
     assert rows[-1]["rss_stalled_mb"] > 0
