@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from data_plane.protocol.types import (
     BOOL,
@@ -172,12 +172,27 @@ _Step = Callable[[Buffer, int, dict[str, Any]], int]
 _DECODERS: dict[tuple[int, int, bool], tuple[Sequence[Field], _Decoder]] = {}
 
 
-def _decoder(fields: Sequence[Field], version: int, flexible: bool) -> _Decoder:
+_Built = TypeVar("_Built")
+
+
+def _built(
+    cache: dict[tuple[int, int, bool], tuple[Sequence[Field], _Built]],
+    build: Callable[[Sequence[Field], int, bool], _Built],
+    fields: Sequence[Field],
+    version: int,
+    flexible: bool,
+) -> _Built:
+    """``build(fields, version, flexible)``, made once and kept in ``cache`` (keyed like
+    _PLANS: the fields tuple is kept so that its id cannot be reused meanwhile)."""
     key = (id(fields), version, flexible)
-    entry = _DECODERS.get(key)
+    entry = cache.get(key)
     if entry is None or entry[0] is not fields:
-        entry = _DECODERS[key] = (fields, _compile_decoder(fields, version, flexible))
+        entry = cache[key] = (fields, build(fields, version, flexible))
     return entry[1]
+
+
+def _decoder(fields: Sequence[Field], version: int, flexible: bool) -> _Decoder:
+    return _built(_DECODERS, _compile_decoder, fields, version, flexible)
 
 
 def _compile_decoder(fields: Sequence[Field], version: int, flexible: bool) -> _Decoder:
@@ -338,11 +353,7 @@ _ENCODERS: dict[tuple[int, int, bool], tuple[Sequence[Field], _Encoder]] = {}
 
 
 def _encoder(fields: Sequence[Field], version: int, flexible: bool) -> _Encoder:
-    key = (id(fields), version, flexible)
-    entry = _ENCODERS.get(key)
-    if entry is None or entry[0] is not fields:
-        entry = _ENCODERS[key] = (fields, _compile(fields, version, flexible))
-    return entry[1]
+    return _built(_ENCODERS, _compile, fields, version, flexible)
 
 
 def _compile(fields: Sequence[Field], version: int, flexible: bool) -> _Encoder:
