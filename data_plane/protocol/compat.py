@@ -309,6 +309,19 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
         ),
     ),
     (
+        "kafka-python, `api_version` pinned",
+        "3.0.12 at (0, 10) and (1, 0)",
+        (
+            "create a topic (at 0.10 the client itself refuses CreateTopics, which came "
+            "with 0.10.1: created pinned at 0.10.1, CreateTopics v0), list topics, produce "
+            "(0.10: Produce v2 in message format v1), consume in a group with commits "
+            "(Fetch v2 down-converted to format v1, JoinGroup v0, OffsetCommit v2, "
+            "OffsetFetch v1), committed offsets and records read back with confluent-kafka;"
+            " SASL/PLAIN (bare tokens after SaslHandshake v0 at 0.10)"
+        ),
+        "test_kafka_python_pinned.py",
+    ),
+    (
         "aiokafka",
         "0.14.0",
         (
@@ -335,7 +348,12 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
             "highest (2.2): create a topic, produce (acks=all), list topics (DescribeConfigs "
             "v0, from 0.11), consume in a group with commits (OffsetCommit v1-2), read the "
             "committed offsets; SASL/PLAIN (bare tokens after SaslHandshake v0 below 1.0). "
-            "Its default (Kafka 0.8.2) is not tested yet"
+            "At its default (Kafka 0.8.2), 0.9 and 0.10.0, which have no admin client and "
+            "no groups in Sarama: list topics (Metadata v0, empty list = all), produce "
+            "(Produce v0-2: formats v0/v1), partition consumers from the oldest offset "
+            "(ListOffsets v0, Fetch v0-2 down-converted), an offset manager's commits "
+            "(FindCoordinator v0, OffsetCommit v1 with no member, OffsetFetch v1), records"
+            " and commits read back with confluent-kafka"
         ),
         "test_sarama.py",
     ),
@@ -368,10 +386,11 @@ topic ids up with Metadata requests by topic id. No other client in the matrix s
 KIP-848 protocol, so the in-process tests (`tests/groups/test_consumer_group.py`,
 `tests/broker_unit/test_consumer_group_handlers.py`) and the schema cross-check against kio
 (Kafka's JSON definitions) are its second opinion.
-Older client versions whose request versions Kafka 4 dropped are being added (Step 12b):
-every API serves Kafka 3.9's ranges, Produce v0-2 and Fetch v0-3 converting between the
-old message formats and record batches. Sarama's default version (Kafka 0.8.2) is not in
-the matrix yet.
+Older clients whose request versions Kafka 4 dropped (Step 12b): every API serves Kafka
+3.9's ranges, Produce v0-2 and Fetch v0-3 converting between the old message formats and
+record batches (the "Kafka 4 from" column above shows what Kafka 4 refuses). Sarama at
+its default version and kafka-python pinned at 0.10 are the clients in the matrix that
+send them.
 
 librdkafka before 2.6.1 (kcat's 2.0.2 among them) sends a SCRAM client-final nonce with
 its own nonce prepended once more. The broker accepts exactly that form, as Kafka 3.x did

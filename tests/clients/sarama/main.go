@@ -3,6 +3,13 @@
 // committed offsets back. Each step prints one JSON line; the exit status is 0 even when
 // a step fails, so the test sees which steps did. Built offline against Debian's
 // golang-github-shopify-sarama-dev (GOPATH mode).
+//
+// Below Kafka 0.10.2 Sarama has neither an admin client nor consumer groups, so there
+// (its default version, 0.8.2, included) the scenario runs as such applications were
+// written: the topic is made beforehand, topics are listed from Metadata, and partition
+// consumers read every partition from the oldest offset while an offset manager commits
+// what was read under the group's name (OffsetCommit v1 with no member, as Kafka's
+// standalone commits).
 package main
 
 import (
@@ -86,6 +93,10 @@ func main() {
 	config.Consumer.Offsets.Initial = sarama.OffsetOldest
 	config.Consumer.Offsets.CommitInterval = 200 * time.Millisecond
 	addrs := []string{*broker}
+	if !config.Version.IsAtLeast(sarama.V0_10_2_0) {
+		simple(addrs, config, *topic, *group, *count)
+		os.Exit(0)
+	}
 
 	admin, err := sarama.NewClusterAdmin(addrs, config)
 	if !emit("connect", config.Version.String(), err) {
@@ -95,23 +106,7 @@ func main() {
 	detail := &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 1}
 	emit("create_topic", nil, admin.CreateTopic(*topic, detail, false))
 
-	producer, err := sarama.NewSyncProducer(addrs, config)
-	if emit("producer", nil, err) {
-		sent := 0
-		for i := 0; i < *count; i++ {
-			msg := &sarama.ProducerMessage{
-				Topic: *topic,
-				Key:   sarama.StringEncoder(fmt.Sprint(i)),
-				Value: sarama.StringEncoder(fmt.Sprint(i)),
-			}
-			if _, _, err = producer.SendMessage(msg); err != nil {
-				break
-			}
-			sent++
-		}
-		emit("produce", sent, err)
-		producer.Close()
-	}
+	produce(addrs, config, *topic, *count)
 
 	topics, err := admin.ListTopics()
 	_, listed := topics[*topic]
@@ -154,4 +149,130 @@ func main() {
 	}
 	emit("committed", total, err)
 	os.Exit(0)
+}
+
+// produce sends count records keyed and valued "0", "1", ... one at a time, waiting for
+// each acknowledgement.
+func produce(addrs []string, config *sarama.Config, topic string, count int) {
+	producer, err := sarama.NewSyncProducer(addrs, config)
+	if !emit("producer", nil, err) {
+		return
+	}
+	sent := 0
+	for i := 0; i < count; i++ {
+		msg := &sarama.ProducerMessage{
+			Topic: topic,
+			Key:   sarama.StringEncoder(fmt.Sprint(i)),
+			Value: sarama.StringEncoder(fmt.Sprint(i)),
+		}
+		if _, _, err = producer.SendMessage(msg); err != nil {
+			break
+		}
+		sent++
+	}
+	emit("produce", sent, err)
+	producer.Close()
+}
+
+// simple is the scenario for versions without consumer groups: Metadata lists the
+// topics, partition consumers read from the oldest offset (ListOffsets and Fetch at
+// Sarama's versions for config.Version), an offset manager commits what was read, and a
+// second offset manager reads the commits back.
+func simple(addrs []string, config *sarama.Config, topic, group string, count int) {
+	client, err := sarama.NewClient(addrs, config)
+	if !emit("connect", config.Version.String(), err) {
+		return
+	}
+	defer client.Close()
+	topics, err := client.Topics()
+	listed := false
+	for _, name := range topics {
+		listed = listed || name == topic
+	}
+	emit("list_topics", listed, err)
+
+	produce(addrs, config, topic, count)
+
+	partitions, err := client.Partitions(topic)
+	if !emit("partitions", len(partitions), err) {
+		return
+	}
+	manager, err := sarama.NewOffsetManagerFromClient(group, client)
+	if !emit("offset_manager", nil, err) {
+		return
+	}
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if !emit("consumer", nil, err) {
+		return
+	}
+	seen := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(60 * time.Second)
+	for _, p := range partitions {
+		pom, err := manager.ManagePartition(topic, p)
+		if !emit("manage_partition", p, err) {
+			return
+		}
+		next, _ := pom.NextOffset() // OffsetFetch v1: none committed yet, so Initial
+		pc, err := consumer.ConsumePartition(topic, p, next)
+		if !emit("consume_partition", p, err) {
+			pom.Close()
+			return
+		}
+		wg.Add(1)
+		go func(pc sarama.PartitionConsumer, pom sarama.PartitionOffsetManager) {
+			defer wg.Done()
+			defer pom.Close()
+			defer pc.Close()
+			for time.Now().Before(deadline) {
+				select {
+				case msg := <-pc.Messages():
+					pom.MarkOffset(msg.Offset+1, "")
+					mu.Lock()
+					seen[string(msg.Value)] = true
+					done := len(seen) >= count
+					mu.Unlock()
+					if done {
+						return
+					}
+				case err := <-pc.Errors():
+					emit("consume_error", nil, err)
+				case <-time.After(200 * time.Millisecond):
+					mu.Lock()
+					done := len(seen) >= count
+					mu.Unlock()
+					if done {
+						return
+					}
+				}
+			}
+		}(pc, pom)
+	}
+	wg.Wait()
+	emit("consume", len(seen), nil)
+	emit("consumer_close", nil, consumer.Close())
+	emit("offset_manager_close", nil, manager.Close()) // flushes the last commits
+
+	reader, err := sarama.NewOffsetManagerFromClient(group, client)
+	if !emit("offset_reader", nil, err) {
+		return
+	}
+	defer reader.Close()
+	total := int64(0)
+	for _, p := range partitions {
+		pom, err := reader.ManagePartition(topic, p)
+		if err == nil {
+			next, _ := pom.NextOffset()
+			if next > 0 {
+				total += next
+			}
+			pom.Close()
+		}
+		if err != nil {
+			emit("committed", nil, err)
+			return
+		}
+	}
+	emit("committed", total, nil)
 }
