@@ -5,7 +5,9 @@ drives it from this process pinned to CPU 0 with confluent-kafka, and measures R
 Streams on the same machine in the same run (redis-py, pipelines of 1,000 XADDs; XRANGE
 pages of 10,000 for reading). The backlog is also read by a raw client at Fetch v3
 (message format v1, down-converted by the broker) and at Fetch v12 (record batches), the
-same client and fetch sizes for both: what down-conversion costs old consumers. Prints
+same client and fetch sizes for both: what down-conversion costs old consumers; and by
+Sarama (Go, from Debian's packages, when installed) pinned at Kafka 0.10.2 (Fetch v3)
+and at its highest version, a real consumer decoding every record both ways. Prints
 one JSON line per workload, medians of ``--repeats`` runs for the produce workloads.
 Durability: neither side fsyncs (Millrace leaves flushing to the OS by default; the Redis
 server here runs without AOF or RDB).
@@ -164,6 +166,53 @@ def _raw_backlog_fetch(port: int, topic: str, records: int, version: int, pid: i
     }
 
 
+SARAMA_SOURCE = Path(__file__).resolve().parents[1] / "tests" / "clients" / "sarama"
+GOPATH = Path("/usr/share/gocode")  # Debian's golang-github-shopify-sarama-dev
+
+
+def _sarama_scenario(out: Path) -> Path | None:
+    """The Sarama scenario built offline from Debian's Go packages (None without them)."""
+    go = shutil.which("go")
+    if go is None or not (GOPATH / "src" / "github.com" / "Shopify" / "sarama").is_dir():
+        print("# Sarama workloads skipped: needs golang-go and golang-github-shopify-sarama-dev")
+        return None
+    env = {**os.environ, "GOPATH": str(GOPATH), "GO111MODULE": "off", "GOCACHE": str(out / "c")}
+    subprocess.run(  # noqa: S603 - our own command line
+        [go, "build", "-o", str(out / "scenario"), "."],
+        cwd=SARAMA_SOURCE,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return out / "scenario"
+
+
+def _sarama_read(scenario: Path, port: int, topic: str, records: int, version: str) -> dict:
+    """Records/s of Sarama's partition consumer reading ``records`` of partition 0."""
+    import json
+
+    done = subprocess.run(  # noqa: S603 - our own command line
+        [
+            str(scenario),
+            f"-broker=127.0.0.1:{port}",
+            f"-version={version}",
+            f"-topic={topic}",
+            f"-count={records}",
+            "-bench",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=True,
+    )
+    steps = [json.loads(line) for line in done.stdout.splitlines()]
+    last = steps[-1]
+    if last["step"] != "read" or not last["ok"]:
+        raise RuntimeError(f"Sarama read failed: {steps}")
+    return {"records": last["value"]["records"], "records_per_s": last["value"]["records_per_s"]}
+
+
 def _recv(sock: socket.socket, n: int) -> bytes:
     out = bytearray()
     while len(out) < n:
@@ -259,6 +308,17 @@ def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int)
     ):
         read = _raw_backlog_fetch(port, backlog, half, version, broker.pid)
         emit(name, fetch_version=version, **read)
+    # The same with a real consumer that decodes every record: Sarama (Go) pinned at Kafka
+    # 0.10.2 (Fetch v3, format v1) and at its highest version (record batches).
+    scenario = _sarama_scenario(Path(tempfile.mkdtemp(prefix="millrace-sarama-")))
+    if scenario is not None:
+        for name, version in (
+            ("consume_backlog_100b_sarama_format_v1", "0.10.2.0"),
+            ("consume_backlog_100b_sarama_batches", "max"),
+        ):
+            peak = rss_mb(broker.pid)
+            read = _sarama_read(scenario, port, backlog, half, version)
+            emit(name, sarama_version=version, broker_rss_mb=max(peak, rss_mb(broker.pid)), **read)
     redis_records = int(1_000_000 * scale)
     redis_produce, redis_consume = _redis_streams(redis_records, 100)
     emit(

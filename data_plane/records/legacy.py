@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any
 
 from data_plane.records.batch import (
     InvalidRecordBatch,
     Record,
     RecordBatch,
-    TimestampType,
-    validate_batch,
 )
 from data_plane.records.compression import Compression, CompressionError, decompress
 
@@ -114,25 +113,32 @@ def up_convert(data: bytes | bytearray | memoryview, *, max_size: int) -> bytes:
     return RecordBatch(base_offset=0, records=records, compression=codec).encode()
 
 
-def _message(
-    magic: int,
-    offset: int,
-    timestamp: int,
-    log_append: bool,
-    key: bytes | None,
-    value: bytes | None,
-) -> bytes:
-    body = bytearray(struct.pack(">bb", magic, _LOG_APPEND_TIME if log_append else 0))
-    if magic == 1:
-        body += _TIMESTAMP.pack(timestamp)
-    for part in (key, value):
-        if part is None:
-            body += _LENGTH.pack(-1)
-        else:
-            body += _LENGTH.pack(len(part))
-            body += part
-    message = struct.pack(">I", zlib.crc32(body)) + body
-    return _ENTRY.pack(offset, len(message)) + message
+_BATCH_HEAD = struct.Struct(">qi4xbIhiqq14xi")  # the v2 header fields down-conversion uses
+_BATCH_HEAD_SIZE = 61
+_V0_HEAD = struct.Struct(">bbi")  # magic, attributes, key length
+_V1_HEAD = struct.Struct(">bbqi")  # magic, attributes, timestamp, key length
+_V0_HEAD_NO_KEY = struct.Struct(">bbii")  # ... key length -1, value length
+_V1_HEAD_NO_KEY = struct.Struct(">bbqii")
+_ENTRY_CRC = struct.Struct(">qiI")  # offset, message size, crc
+_CONTROL = 0x20
+_TIMESTAMP_TYPE = 0x08
+
+
+# The value of each one-byte zig-zag varint (bytes below 0x80); None: the varint goes on.
+_ONE_BYTE: tuple[int | None, ...] = tuple((b >> 1) ^ -(b & 1) for b in range(128)) + (None,) * 128
+
+
+def _varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
+    raw = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise InvalidRecordBatch("bad_record", "varint longer than 10 bytes")
 
 
 def down_convert(data: bytes | bytearray | memoryview, magic: int, first_offset: int) -> bytes:
@@ -141,20 +147,144 @@ def down_convert(data: bytes | bytearray | memoryview, magic: int, first_offset:
     uncompressed message per record at its absolute offset, none below ``first_offset``
     (a fetch may start inside a batch), control batches left out, headers dropped (the
     old formats have none); magic 1 carries the record's timestamp, or the batch's with
-    the log-append-time flag when the batch says so."""
+    the log-append-time flag when the batch says so. A batch cut short at the end of
+    ``data`` is left out, as an old consumer skips a partial message.
+
+    The batches come from the log, which validated them (CRC-32C included) on append.
+    Where aiokafka's compiled record codecs are installed (its wheels ship them), they
+    read the records and write the messages; they cannot set the log-append-time flag,
+    so such batches, and every batch without them, go through :func:`_messages_from`.
+    Stored data that does not parse raises :class:`InvalidRecordBatch`."""
     out = bytearray()
     view = memoryview(data).cast("B")
+    total = len(view)
     pos = 0
-    while pos < len(view):
-        header = validate_batch(view, pos)
-        batch = RecordBatch.decode(view[pos : pos + header.size])
-        pos += header.size
-        if batch.is_control:
-            continue
-        log_append = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
-        for r in batch.records:
-            if r.offset < first_offset:
+    try:
+        while pos + _BATCH_HEAD_SIZE <= total:
+            base, length, batch_magic, _, attributes, _, base_ts, max_ts, count = (
+                _BATCH_HEAD.unpack_from(view, pos)
+            )
+            end = pos + 12 + length
+            if end > total:
+                break
+            if batch_magic != 2:
+                raise InvalidRecordBatch("bad_magic", f"stored batch with magic {batch_magic}")
+            if attributes & _CONTROL:
+                pos = end
                 continue
-            timestamp = header.max_timestamp if log_append else r.timestamp
-            out += _message(magic, r.offset, timestamp, log_append and magic == 1, r.key, r.value)
+            log_append = bool(attributes & _TIMESTAMP_TYPE)
+            if _COMPILED is not None and not log_append:
+                reader, builder_class = _COMPILED
+                builder = builder_class(magic, 0, _NO_LIMIT)
+                append = builder.append
+                for r in reader(bytes(view[pos:end])):
+                    if r.offset >= first_offset:
+                        if append(r.offset, r.timestamp, r.key, r.value) is None:
+                            raise InvalidRecordBatch("too_large", "batch too large to convert")
+                out += builder.build()
+            else:
+                body = bytes(view[pos + _BATCH_HEAD_SIZE : end])
+                codec = attributes & 0x07
+                if codec:
+                    body = decompress(Compression(codec), body, max_size=64 * 2**20)
+                time = max_ts if log_append else None
+                _messages_from(body, count, base, base_ts, time, magic, first_offset, out)
+            pos = end
+    except (IndexError, struct.error, ValueError) as exc:
+        if isinstance(exc, InvalidRecordBatch):
+            raise
+        raise InvalidRecordBatch("bad_record", f"stored batch does not parse: {exc}") from None
     return bytes(out)
+
+
+def _compiled() -> tuple[Any, Any] | None:
+    """aiokafka's compiled v2 batch reader and legacy message set builder, or None."""
+    try:
+        from aiokafka.record._crecords import (  # type: ignore[import-not-found]
+            DefaultRecordBatch,
+            LegacyRecordBatchBuilder,
+        )
+    except ImportError:  # a platform without its wheels: the pure-Python path
+        return None
+    return DefaultRecordBatch, LegacyRecordBatchBuilder
+
+
+_COMPILED = _compiled()
+_NO_LIMIT = 2**31 - 1  # the builder's size bound: a fetch's batches always fit
+
+
+def _messages_from(
+    body: bytes,
+    count: int,
+    base: int,
+    base_ts: int,
+    log_append_time: int | None,
+    magic: int,
+    first_offset: int,
+    out: bytearray,
+) -> None:
+    """Append to ``out`` the messages of the ``count`` records in a batch's (decompressed)
+    records section, read field by field without building records: a one-byte varint
+    (every length under 64) is looked up in a table, longer ones read by a loop. With
+    ``log_append_time``, magic 1 messages carry it and the log-append-time flag."""
+    head = _V1_HEAD if magic == 1 else _V0_HEAD
+    head_no_key = _V1_HEAD_NO_KEY if magic == 1 else _V0_HEAD_NO_KEY
+    flag = _LOG_APPEND_TIME if magic == 1 and log_append_time is not None else 0
+    entry = _ENTRY_CRC.pack
+    crc32 = zlib.crc32
+    varint = _varint_slow
+    one_byte = _ONE_BYTE
+    length_pack = _LENGTH.pack
+    p = 0
+    for _ in range(count):
+        size = one_byte[body[p]]
+        if size is None:
+            size, p = varint(body, p)
+        else:
+            p += 1
+        record_end = p + size
+        p += 1  # record attributes (unused)
+        ts_delta = one_byte[body[p]]
+        if ts_delta is None:
+            ts_delta, p = varint(body, p)
+        else:
+            p += 1
+        offset_delta = one_byte[body[p]]
+        if offset_delta is None:
+            offset_delta, p = varint(body, p)
+        else:
+            p += 1
+        offset = base + offset_delta
+        if offset < first_offset:
+            p = record_end
+            continue
+        key_len = one_byte[body[p]]
+        if key_len is None:
+            key_len, p = varint(body, p)
+        else:
+            p += 1
+        key_at = p
+        if key_len > 0:
+            p += key_len
+        value_len = one_byte[body[p]]
+        if value_len is None:
+            value_len, p = varint(body, p)
+        else:
+            p += 1
+        if p + max(value_len, 0) > record_end:
+            raise InvalidRecordBatch("bad_record", "record field runs past its record")
+        value = body[p : p + value_len] if value_len > 0 else b""
+        p = record_end
+        ts = base_ts + ts_delta if log_append_time is None else log_append_time
+        if key_len < 0:
+            if magic == 1:
+                message = head_no_key.pack(1, flag, ts, -1, value_len) + value
+            else:
+                message = head_no_key.pack(0, 0, -1, value_len) + value
+        else:
+            start = head.pack(1, flag, ts, key_len) if magic == 1 else head.pack(0, 0, key_len)
+            message = b"".join(
+                (start, body[key_at : key_at + key_len], length_pack(value_len), value)
+            )
+        out += entry(offset, len(message) + 4, crc32(message))
+        out += message

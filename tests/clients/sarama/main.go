@@ -69,6 +69,7 @@ func main() {
 	topic := flag.String("topic", "", "topic to create and use")
 	group := flag.String("group", "", "consumer group")
 	count := flag.Int("count", 30, "records to produce and consume")
+	bench := flag.Bool("bench", false, "only read count records of partition 0 and time it")
 	flag.Parse()
 
 	config := sarama.NewConfig()
@@ -84,7 +85,7 @@ func main() {
 		config.Version = parsed
 	}
 	config.ClientID = "sarama-test"
-	config.Net.SASL.Enable = true
+	config.Net.SASL.Enable = *user != "" // none: a development listener
 	config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
 	config.Net.SASL.User = *user
 	config.Net.SASL.Password = *password
@@ -93,6 +94,10 @@ func main() {
 	config.Consumer.Offsets.Initial = sarama.OffsetOldest
 	config.Consumer.Offsets.CommitInterval = 200 * time.Millisecond
 	addrs := []string{*broker}
+	if *bench {
+		read(addrs, config, *topic, *count)
+		os.Exit(0)
+	}
 	if !config.Version.IsAtLeast(sarama.V0_10_2_0) {
 		simple(addrs, config, *topic, *group, *count)
 		os.Exit(0)
@@ -275,4 +280,42 @@ func simple(addrs []string, config *sarama.Config, topic, group string, count in
 		}
 	}
 	emit("committed", total, nil)
+}
+
+// read times a partition consumer reading count records of partition 0 from its oldest
+// offset (what `make bench-broker` compares across Fetch versions): one JSON line with
+// the records read and the rate.
+func read(addrs []string, config *sarama.Config, topic string, count int) {
+	config.Consumer.Fetch.Default = 1 << 20
+	consumer, err := sarama.NewConsumer(addrs, config)
+	if !emit("consumer", config.Version.String(), err) {
+		return
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, 0, sarama.OffsetOldest)
+	if !emit("consume_partition", 0, err) {
+		return
+	}
+	defer pc.Close()
+	started := time.Now()
+	got := 0
+	deadline := time.After(20 * time.Minute)
+	for got < count {
+		select {
+		case <-pc.Messages():
+			got++
+		case err := <-pc.Errors():
+			emit("consume_error", nil, err)
+			return
+		case <-deadline:
+			emit("read", got, fmt.Errorf("timed out"))
+			return
+		}
+	}
+	seconds := time.Since(started).Seconds()
+	emit("read", map[string]interface{}{
+		"records":       got,
+		"seconds":       seconds,
+		"records_per_s": int(float64(got) / seconds),
+	}, nil)
 }
