@@ -200,7 +200,7 @@ def down_convert(data: bytes | bytearray | memoryview, magic: int, first_offset:
 def _compiled() -> tuple[Any, Any] | None:
     """aiokafka's compiled v2 batch reader and legacy message set builder, or None."""
     try:
-        from aiokafka.record._crecords import (  # type: ignore[import-not-found]
+        from aiokafka.record._crecords import (  # type: ignore[import-untyped]
             DefaultRecordBatch,
             LegacyRecordBatchBuilder,
         )
