@@ -66,6 +66,10 @@ app.conf.beat_schedule = {
         "task": "millrace.audit.prune_audit_events",
         "schedule": 3600.0,
     },
+    "prune-client-versions": {
+        "task": "millrace.catalog.prune_client_versions",
+        "schedule": 3600.0,
+    },
     "expire-group-offsets": {
         "task": "millrace.groups.expire_offsets",
         "schedule": 600.0,

@@ -351,6 +351,11 @@ MILLRACE_BROKER_MAX_CONNECTIONS_PER_TENANT = envint(
     "MILLRACE_BROKER_MAX_CONNECTIONS_PER_TENANT", 10_000, minimum=0
 )
 MILLRACE_AUDIT_RETENTION_DAYS = envint("MILLRACE_AUDIT_RETENTION_DAYS", 365, minimum=1)
+# Client software and request versions: how often brokers report them, how long kept.
+MILLRACE_BROKER_CLIENT_REPORT_SECONDS = envint(
+    "MILLRACE_BROKER_CLIENT_REPORT_SECONDS", 60, minimum=1
+)
+MILLRACE_CLIENT_VERSIONS_KEEP_DAYS = envint("MILLRACE_CLIENT_VERSIONS_KEEP_DAYS", 30, minimum=1)
 # Consumer groups, with Kafka's names and defaults (group.*, offsets.retention.minutes).
 MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS = envint(
     "MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS", 6_000, minimum=1

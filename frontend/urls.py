@@ -5,6 +5,7 @@ from frontend import (
     access,
     audit,
     browse,
+    clients,
     cluster,
     export,
     groups,
@@ -44,6 +45,7 @@ urlpatterns = [
     path(T + "members/<int:pk>/role/", members.member_role, name="member-role"),
     path(T + "members/<int:pk>/remove/", members.member_remove, name="member-remove"),
     path(T + "audit/", audit.audit_log, name="audit"),
+    path(T + "clients/", clients.client_list, name="clients"),
     path(T + "service-accounts/", access.service_account_list, name="service-accounts"),
     path(
         T + "create-service-account/",

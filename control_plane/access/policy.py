@@ -89,6 +89,8 @@ ACL_NEEDS = CLUSTER_OBJECT_NEEDS
 # Client quotas: read-only here (set with Kafka's AlterClientQuotas); DescribeConfigs on the
 # cluster for keys, as Kafka's DescribeClientQuotas.
 CLIENT_QUOTA_NEEDS = {"list": Need(VIEWER, Operation.DESCRIBE_CONFIGS)}
+# Which client software and request versions connect: Describe on the cluster for keys.
+CLIENT_VERSION_NEEDS = {"list": CLUSTER_READ}
 
 AUDIT_NEEDS = {
     "list": Need(ADMIN, Operation.DESCRIBE),

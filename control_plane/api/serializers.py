@@ -11,9 +11,11 @@ from rest_framework import serializers
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.access.presets import PATTERNS, PRESET_CHOICES
 from control_plane.audit.models import AuditEvent
-from control_plane.catalog.models import Partition, Topic
+from control_plane.catalog.client_versions import api_name
+from control_plane.catalog.models import ClientVersion, Partition, Topic
 from control_plane.tenancy.models import ClientQuota, Membership, Role, Tenant
 from data_plane.acl import Operation, PatternType, Permission, ResourceType
+from data_plane.protocol.compat import KAFKA4_MIN_VERSION
 from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
 
 # --- tenants ------------------------------------------------------------------------------
@@ -521,6 +523,40 @@ class MeSerializer(serializers.Serializer):
     is_staff = serializers.BooleanField()
     api_key = serializers.CharField(allow_null=True)
     tenants = serializers.ListField(child=serializers.DictField())
+
+
+class ClientVersionSerializer(serializers.ModelSerializer):
+    """Requests one client identity (principal, client id, and the software it named in
+    ApiVersions v3+, empty before) sent at one API version, over every broker. ``served``
+    false: the broker answered UNSUPPORTED_VERSION; ``kafka4_refuses``: served here, but
+    Kafka 4 refuses that version (KIP-896)."""
+
+    api = serializers.SerializerMethodField()
+    kafka4_refuses = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ClientVersion
+        fields = [
+            "principal",
+            "client_id",
+            "software_name",
+            "software_version",
+            "api_key",
+            "api",
+            "api_version",
+            "served",
+            "kafka4_refuses",
+            "requests",
+            "first_seen",
+            "last_seen",
+        ]
+        read_only_fields = fields
+
+    def get_api(self, obj: ClientVersion) -> str:
+        return api_name(obj.api_key)
+
+    def get_kafka4_refuses(self, obj: ClientVersion) -> bool:
+        return obj.served and obj.api_version < KAFKA4_MIN_VERSION.get(obj.api_key, 0)
 
 
 class ClientQuotaSerializer(serializers.ModelSerializer):

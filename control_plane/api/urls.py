@@ -20,6 +20,7 @@ router.register(f"{TENANT}/acls", views.AclViewSet, basename="acl")
 router.register(f"{TENANT}/consumer-groups", views.ConsumerGroupViewSet, basename="consumer-group")
 router.register(f"{TENANT}/audit-events", views.AuditEventViewSet, basename="audit-event")
 router.register(f"{TENANT}/client-quotas", views.ClientQuotaViewSet, basename="client-quota")
+router.register(f"{TENANT}/client-versions", views.ClientVersionViewSet, basename="client-version")
 router.register("brokers", cluster.BrokerViewSet, basename="broker")
 router.register("cluster/partitions", cluster.ClusterPartitionViewSet, basename="cluster-partition")
 router.register(

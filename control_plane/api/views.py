@@ -32,7 +32,7 @@ from control_plane.api.filters import (
 )
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog import services as catalog_services
-from control_plane.catalog.models import Topic
+from control_plane.catalog.models import ClientVersion, Topic
 from control_plane.core import ratelimit
 from control_plane.core.errors import InvalidInput
 from control_plane.core.http import client_ip
@@ -551,6 +551,17 @@ class ClientQuotaViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     queryset = ClientQuota.objects.all()
     serializer_class = s.ClientQuotaSerializer
     needs = policy.CLIENT_QUOTA_NEEDS
+
+
+@tenant_scoped
+class ClientVersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+    """Which client software, at which request versions, the tenant's connections use
+    (reported by the brokers every minute), most recently seen first: who must upgrade.
+    Read-only."""
+
+    queryset = ClientVersion.objects.order_by("-last_seen", "api_key", "api_version")
+    serializer_class = s.ClientVersionSerializer
+    needs = policy.CLIENT_VERSION_NEEDS
 
 
 # --- audit ---------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from control_plane.brokerlink.admin_requests import DjangoAdmin
+from control_plane.brokerlink.client_reports import DjangoClientReports
 from control_plane.brokerlink.credentials import DjangoCredentials
 from control_plane.brokerlink.groups import DjangoGroupStore
 from control_plane.brokerlink.metadata import DjangoMetadataSource
@@ -10,7 +11,12 @@ from control_plane.brokerlink.registry import DjangoBrokerRegistry
 
 
 class DjangoMetadataStore(
-    DjangoMetadataSource, DjangoCredentials, DjangoBrokerRegistry, DjangoAdmin, DjangoGroupStore
+    DjangoMetadataSource,
+    DjangoCredentials,
+    DjangoBrokerRegistry,
+    DjangoAdmin,
+    DjangoGroupStore,
+    DjangoClientReports,
 ):
     """:class:`data_plane.broker.ports.MetadataStore` over the Django models.
 

@@ -178,3 +178,47 @@ class TopicSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic.name} at {self.at}: end {self.end_offset}"
+
+
+class ClientVersion(models.Model):
+    """Requests one client identity of a tenant sent at one (API, version), summed over
+    every broker's reports (``data_plane.broker.client_versions``): which software, at
+    which request versions, connects, so that operators see who must upgrade. An
+    identity is the principal, the client id, and the software the client named in
+    ApiVersions v3+ (empty for older clients). Rows not seen for
+    ``MILLRACE_CLIENT_VERSIONS_KEEP_DAYS`` are pruned."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="client_versions")
+    principal = models.CharField(max_length=200)
+    client_id = models.CharField(max_length=255, blank=True)
+    software_name = models.CharField(max_length=64, blank=True)
+    software_version = models.CharField(max_length=64, blank=True)
+    api_key = models.SmallIntegerField()
+    api_version = models.SmallIntegerField()
+    served = models.BooleanField()  # False: answered UNSUPPORTED_VERSION
+    requests = models.BigIntegerField()
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField(db_index=True)
+    last_broker = models.IntegerField()
+
+    class Meta:
+        ordering = ["tenant", "software_name", "software_version", "client_id", "api_key"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "tenant",
+                    "principal",
+                    "client_id",
+                    "software_name",
+                    "software_version",
+                    "api_key",
+                    "api_version",
+                    "served",
+                ],
+                name="client_version_unique_use",
+            )
+        ]
+
+    def __str__(self) -> str:
+        software = f"{self.software_name} {self.software_version}".strip()
+        return f"{self.client_id} ({software}): API {self.api_key} v{self.api_version}"

@@ -30,6 +30,8 @@ class BrokerConfig:
     default_partitions: int = 1
     revocation_check_seconds: float = 1.0
     maintenance_seconds: float = 30.0
+    # How often the client software and request versions seen are reported to the store.
+    client_report_seconds: float = 60.0
     extra_log_settings: dict[str, Any] = field(default_factory=dict)
     groups: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     # Kafka's group.coordinator.rebalance.protocols: "consumer" serves KIP-848 groups.

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -123,11 +124,24 @@ class Connection:
         self.authenticated_at = 0.0  # monotonic, when SASL succeeded
         self._unserved_seen: set[tuple[int, int]] = set()  # (API key, version) logged
         self._raw_sasl = False  # after SaslHandshake v0: bare SASL tokens until done
+        # Requests by (client id, API, version, served) since the last fold into the
+        # broker's ClientVersions, and the software named in ApiVersions v3+ (KIP-511).
+        self.uses: defaultdict[tuple[str, int, int, bool], int] = defaultdict(int)
+        self.uses_since = time.time()
+        self.software = ("", "")
+
+    def take_uses(self) -> tuple[dict[tuple[str, int, int, bool], int], float]:
+        """The request counts since the last call, and since when (then start again)."""
+        uses, since = dict(self.uses), self.uses_since
+        self.uses.clear()
+        self.uses_since = time.time()
+        return uses, since
 
     def _note_unserved(self, exc: Unsupported) -> None:
         """Count a request at a version not served, and say so once per connection and
         (API, version) at INFO, naming the client: operators see who must upgrade."""
         self.broker.metrics.unserved_requests.labels(exc.api_name, str(exc.api_version)).inc()
+        self.uses[(exc.client_id or "", exc.api_key, exc.api_version, False)] += 1
         seen = (exc.api_key, exc.api_version)
         if seen in self._unserved_seen or len(self._unserved_seen) >= 64:
             return
@@ -250,9 +264,13 @@ class Connection:
         if self.principal is None and key not in PRE_AUTH_APIS:
             logger.warning("closing %s: %s before authentication", self.host, request.api.name)
             return False
+        self.uses[(request.header.client_id or "", key, request.version, True)] += 1
         # Each API's response body type (bodies.<Api>Response); the handlers' meet as Any.
         body: Mapping[str, Any] | None
         if key == api_versions.KEY:
+            if request.version >= 3:
+                asked = request.body_as(bodies.ApiVersionsRequest)
+                self.software = (asked["client_software_name"], asked["client_software_version"])
             body = self._api_versions()
         elif key == sasl_handshake.KEY:
             body = self._sasl_handshake(request)

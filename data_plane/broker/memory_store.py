@@ -35,6 +35,7 @@ import scramp  # type: ignore[import-untyped]
 
 from data_plane import internal_auth
 from data_plane.acl import WILDCARD_HOST, WILDCARD_PRINCIPAL, AclBinding, InvalidAclBinding
+from data_plane.broker.client_versions import ClientUse
 from data_plane.broker.ports import AdminError, ScramCredentials
 from data_plane.client_quotas import (
     ClientQuota,
@@ -186,6 +187,7 @@ class MemoryStore:
         self._log: list[_Change] = []
         self._pruned_through = 0  # changes up to this version are no longer in the log
         self.audit_events: list[dict[str, Any]] = []
+        self._client_uses: dict[tuple[Any, ...], ClientUse] = {}
         # What snapshot() and changes_since() read, by (scope, tenant id): tests count it.
         self.reads: Counter[tuple[str, int | None]] = Counter()
 
@@ -1132,6 +1134,37 @@ class MemoryStore:
         with self._lock:
             after = {"principal": principal.name, **after}
             self._audit(principal, action, object_repr, object_type=object_type, after=after)
+
+    # --- client versions ------------------------------------------------------------------
+
+    def report_clients(self, broker_id: int, uses: Sequence[ClientUse]) -> None:
+        with self._lock:
+            for use in uses:
+                if use.tenant_id not in self._tenants:
+                    continue
+                key = (
+                    use.tenant_id,
+                    use.principal,
+                    use.client_id,
+                    use.software_name,
+                    use.software_version,
+                    use.api_key,
+                    use.api_version,
+                    use.served,
+                )
+                had = self._client_uses.get(key)
+                if had is not None:
+                    use = replace(
+                        had,
+                        requests=had.requests + use.requests,
+                        first_seen=min(had.first_seen, use.first_seen),
+                        last_seen=max(had.last_seen, use.last_seen),
+                    )
+                self._client_uses[key] = use
+
+    def reported_clients(self, tenant_id: int) -> list[ClientUse]:
+        with self._lock:
+            return [u for k, u in sorted(self._client_uses.items()) if k[0] == tenant_id]
 
     # --- consumer groups ------------------------------------------------------------------
 

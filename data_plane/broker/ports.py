@@ -8,6 +8,7 @@
 * :class:`Admin`: Kafka admin requests, run through the control plane's services.
 * :class:`GroupStore` (the group coordinator's, ``data_plane.groups.coordinator``):
   consumer groups and committed offsets.
+* :class:`ClientReports`: which client software and request versions tenants use.
 
 :class:`MetadataStore` is all of them: what ``manage.py broker`` hands the broker.
 Implementations: the Django/Postgres adapters in ``control_plane.brokerlink`` and
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from data_plane.broker.client_versions import ClientUse
 from data_plane.client_quotas import Entity
 from data_plane.groups.coordinator import GroupStore
 from data_plane.metadata.model import BrokerInfo, MetadataDelta, MetadataSnapshot, Principal
@@ -32,6 +34,7 @@ __all__ = [
     "Admin",
     "AdminError",
     "BrokerRegistry",
+    "ClientReports",
     "Credentials",
     "GroupStore",
     "MetadataSource",
@@ -256,5 +259,23 @@ class Admin(Protocol):
         ...
 
 
-class MetadataStore(MetadataSource, Credentials, BrokerRegistry, Admin, GroupStore, Protocol):
+class ClientReports(Protocol):
+    """Which client software, at which request versions, tenants' connections use
+    (``data_plane.broker.client_versions``): for operators to see who must upgrade."""
+
+    def report_clients(self, broker_id: int, uses: Sequence[ClientUse]) -> None:
+        """Add one broker's counts since its last report: requests are summed with what
+        is stored for the same identity and (API, version), first and last seen widened.
+        Rows for unknown tenants are left out."""
+        ...
+
+    def reported_clients(self, tenant_id: int) -> list[ClientUse]:
+        """What is stored for the tenant, one row per identity and (API, version), as the
+        console shows it (``first_seen``/``last_seen`` over every report)."""
+        ...
+
+
+class MetadataStore(
+    MetadataSource, Credentials, BrokerRegistry, Admin, GroupStore, ClientReports, Protocol
+):
     """Every port at once: what ``manage.py broker`` hands the broker."""

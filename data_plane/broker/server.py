@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from data_plane.broker.client_versions import ClientVersions
 from data_plane.broker.config import BrokerConfig
 from data_plane.broker.connection import Connection
 from data_plane.broker.handlers.context import Services
@@ -98,6 +99,7 @@ class Broker:
         # KIP-848 groups share the classic coordinator's table, store and clock.
         self.consumer_groups = ConsumerGroupCoordinator(self.groups, config.consumer_groups)
         self.metrics = BrokerMetrics()
+        self.client_versions = ClientVersions()
         self.replicas = ReplicaManager(
             config.replication(),
             self.logs,
@@ -186,6 +188,7 @@ class Broker:
             asyncio.create_task(self.replicas.shrink_isr_loop()),
             asyncio.create_task(self.replicas.checkpoint_loop()),
             asyncio.create_task(self._loop_watch()),
+            asyncio.create_task(self._report_clients_loop()),
         ]
         self._ready = True
         logger.info(
@@ -372,6 +375,8 @@ class Broker:
         self.consumer_groups.close()
         await self.groups.flush()
         await self.consumer_groups.flush()
+        with contextlib.suppress(Exception):  # the last counts: best effort, as on a crash
+            await asyncio.wait_for(self.report_clients(), timeout=5)
         await asyncio.to_thread(self.replicas.stop)
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self.replicas.write_checkpoint)
@@ -585,6 +590,37 @@ class Broker:
                     logger.info("closing connection of revoked key %s", key)
                     conn.abort()
 
+    # --- client versions ---------------------------------------------------------------------
+
+    def _fold_uses(self, conn: Connection) -> None:
+        """Move a connection's request counts into the broker's fold (client_versions)."""
+        uses, since = conn.take_uses()
+        if conn.principal is not None and uses:
+            self.client_versions.add(conn.principal, conn.software, uses, since)
+
+    async def report_clients(self) -> int:
+        """Fold every connection's counts and hand them to the store; rows it could not
+        take are kept for the next report. Returns how many rows were reported."""
+        for conn in list(self._connections):
+            self._fold_uses(conn)
+        uses = self.client_versions.drain()
+        if not uses:
+            return 0
+        try:
+            await self.call_store(self.store.report_clients, self.config.broker_id, uses)
+        except Exception:
+            logger.warning(
+                "reporting client versions failed; kept for the next report", exc_info=True
+            )
+            self.client_versions.restore(uses)
+            return 0
+        return len(uses)
+
+    async def _report_clients_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.client_report_seconds)
+            await self.report_clients()
+
     # --- connections -------------------------------------------------------------------------
 
     async def _accept_tls(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -606,6 +642,7 @@ class Broker:
             await conn.run()
         finally:
             self._connections.discard(conn)
+            self._fold_uses(conn)
             self._per_ip[conn.host] -= 1
             if self._per_ip[conn.host] <= 0:
                 del self._per_ip[conn.host]

@@ -61,7 +61,9 @@ FOOTER = """
   Every such request is counted in
   `millrace_broker_unserved_requests_total{api, version}`, and each connection says so
   once per API and version in the broker's log at INFO, with its client id, address and
-  tenant: who must upgrade.
+  tenant: who must upgrade. Each tenant's console page Client versions (and the API's
+  `client-versions/`) lists the client software and request versions its applications
+  use, with the versions refused here and those Kafka 4 refuses marked.
 - **Produce v0-2** carry message formats v0 and v1 (clients older than Kafka 0.11). Each
   partition's message set is up-converted to one RecordBatch v2, as Kafka's log validator
   does: the log assigns the offsets, keys and values are kept, v1's timestamps are kept

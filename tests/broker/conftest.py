@@ -184,6 +184,8 @@ def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None, adverti
         "MILLRACE_BROKER_FAILED_AUTH_MAX_DELAY_MS": "100",
         # stop_broker waits 30 s for the process: the leadership handover must fit.
         "MILLRACE_CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS": "10",
+        # Client versions reach the console within a second (tests read them there).
+        "MILLRACE_BROKER_CLIENT_REPORT_SECONDS": "1",
         **(extra_env or {}),
     }
     bootstrap = ",".join(f"127.0.0.1:{p}" for p in advertised_ports or ports)

@@ -767,3 +767,48 @@ def test_refused_and_validate_only_client_quotas_change_nothing(world: World) ->
     store.alter_client_quotas(admin, alice, {"producer_byte_rate": 10}, False)  # no change
     assert store.metadata_version() == version
     assert _quotas(store, acme) == {alice: {"producer_byte_rate": 10.0}}
+
+
+def test_client_reports_add_up_per_identity_and_version(world: World) -> None:
+    from data_plane.broker.client_versions import ClientUse
+
+    a, b = world.tenant(f"cv-{uuid.uuid4().hex[:6]}"), world.tenant(f"cv-{uuid.uuid4().hex[:6]}")
+
+    def use(tenant: int, version: int, requests: int, first: float, last: float, **kw: Any):
+        fields = {
+            "principal": "User:app",
+            "client_id": "orders",
+            "software_name": "sarama",
+            "software_version": "1.22.1",
+            "api_key": 0,
+            "served": True,
+            **kw,
+        }
+        return ClientUse(
+            tenant_id=tenant,
+            api_version=version,
+            requests=requests,
+            first_seen=first,
+            last_seen=last,
+            **fields,
+        )
+
+    t0 = 1_790_000_000.0
+    world.store.report_clients(1, [use(a, 2, 10, t0, t0 + 5), use(b, 9, 1, t0, t0)])
+    world.store.report_clients(
+        2,
+        [
+            use(a, 2, 5, t0 - 30, t0 + 60),  # the same use from another broker: summed
+            use(a, 12, 3, t0, t0 + 1, served=False),  # refused: a row of its own
+            use(a, 2, 1, t0, t0, software_name="", software_version=""),  # no KIP-511
+            use(999_999, 2, 1, t0, t0),  # an unknown tenant: left out
+        ],
+    )
+    rows = world.store.reported_clients(a)
+    got = {(r.software_name, r.api_version, r.served): r for r in rows}
+    assert set(got) == {("sarama", 2, True), ("sarama", 12, False), ("", 2, True)}
+    both = got[("sarama", 2, True)]
+    assert (both.requests, both.first_seen, both.last_seen) == (15, t0 - 30, t0 + 60)
+    assert got[("sarama", 12, False)].requests == 3
+    assert [(r.api_version, r.requests) for r in world.store.reported_clients(b)] == [(9, 1)]
+    assert world.store.reported_clients(999_999) == []

@@ -242,6 +242,25 @@ def test_a_topic_page_gives_working_client_settings(alice, world, kafka):
         assert name in snippet(page, other) or other == "java"
 
 
+def test_client_versions_show_the_clients_that_connected(alice, world, kafka):
+    """The snippets the previous test ran connected confluent-kafka (which names itself in
+    ApiVersions v3+) and kcat: the brokers report them (every second in tests) and the
+    Client versions page lists them with the request versions they used."""
+    page = alice
+    page.click("nav.sidenav >> text=Client versions")
+    deadline = time.monotonic() + 30
+    while "confluent-kafka-python" not in page.locator("main").inner_text():
+        assert time.monotonic() < deadline, page.locator("main").inner_text()
+        time.sleep(1)
+        page.reload()
+    row = page.locator("#clients tr", has_text="confluent-kafka-python")
+    text = row.first.inner_text()
+    assert "Produce v" in text and "Metadata v" in text
+    assert kafka.admin_a.principal in text
+    assert "current" in text  # librdkafka 2.16 sends versions Kafka 4 serves
+    shot(page, world, "client-versions")
+
+
 def test_live_tail_and_message_browser(alice, world, kafka):
     page = alice
     topic = world["topic"]

@@ -134,6 +134,7 @@ class Command(BaseCommand):
             max_connections_per_ip=settings.MILLRACE_BROKER_MAX_CONNECTIONS_PER_IP,
             queued_max_request_bytes=settings.MILLRACE_BROKER_QUEUED_MAX_REQUEST_BYTES,
             max_connections_per_tenant=settings.MILLRACE_BROKER_MAX_CONNECTIONS_PER_TENANT,
+            client_report_seconds=settings.MILLRACE_BROKER_CLIENT_REPORT_SECONDS,
         )
         store = DjangoMetadataStore(allow_anonymous=options["allow_anonymous"])
         raise_open_files_limit()
