@@ -72,8 +72,9 @@ FOOTER = """
   with a bad CRC, a bad length or a nested compressed message is refused whole with
   `CORRUPT_MESSAGE` (2). Conversions are counted in
   `millrace_broker_format_conversions_total{direction="up"}`. LZ4 in format v0 is read as
-  a standard LZ4 frame: Kafka 0.8's frames with a wrong header checksum would be refused
-  as corrupt (no client at hand writes them; aiokafka refuses to).
+  Kafka 0.8 and 0.9 clients wrote it, with the frame's header checksum taken over the
+  magic number too (KAFKA-3160; Kafka's brokers ignore it for magic 0): the checksum is
+  put right before decoding, so such frames and standard ones both decode.
 - **Fetch v0-3** answer in message format v0 (v0-1) or v1 (v2-3), down-converted from the
   stored batches as Kafka's down-conversion does: one uncompressed message per record at
   its absolute offset, none below the offset asked for (a fetch may start inside a

@@ -10,7 +10,8 @@ codec (one level deep; magic 1 inner offsets are relative). Timestamps: magic 0 
 (the records get -1, Kafka's NO_TIMESTAMP); magic 1 carries its own, or the wrapper's when
 the wrapper says log append time (attribute bit 3). The offsets a producer sends are not
 used: the log assigns them. The batch keeps the producer's codec (Kafka's
-``compression.type=producer``).
+``compression.type=producer``). LZ4 in magic 0 comes from Kafka 0.8/0.9 clients, whose
+frames carry a wrong header checksum (:func:`kafka08_lz4_frame`).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ def _messages(
             continue
         if depth > 0 or value is None:
             raise InvalidRecordBatch("bad_nesting", "a compressed message inside another")
+        if inner_codec is Compression.LZ4 and magic == 0:
+            value = kafka08_lz4_frame(value)
         try:
             inner = decompress(inner_codec, value, max_size=max_size)
         except CompressionError as exc:
@@ -97,6 +100,52 @@ def _messages(
         out.extend(found)
         codec = inner_codec
     return out, codec
+
+
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_P1, _P2, _P3, _P4, _P5 = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F, 0x165667B1
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32_short(data: bytes, seed: int = 0) -> int:
+    """XXH32 of fewer than 16 bytes (an LZ4 frame descriptor), as the xxHash
+    specification defines it for short inputs: no stripes, the 4-byte lanes and then the
+    bytes left folded into the accumulator, then the avalanche."""
+    if len(data) >= 16:
+        raise ValueError("xxh32_short takes fewer than 16 bytes")
+    acc = (seed + _P5 + len(data)) & _M32
+    pos = 0
+    while pos + 4 <= len(data):
+        (lane,) = struct.unpack_from("<I", data, pos)
+        acc = (_rotl((acc + lane * _P3) & _M32, 17) * _P4) & _M32
+        pos += 4
+    for byte in data[pos:]:
+        acc = (_rotl((acc + byte * _P5) & _M32, 11) * _P1) & _M32
+    acc ^= acc >> 15
+    acc = (acc * _P2) & _M32
+    acc ^= acc >> 13
+    acc = (acc * _P3) & _M32
+    return acc ^ (acc >> 16)
+
+
+def kafka08_lz4_frame(frame: bytes) -> bytes:
+    """An LZ4 frame from a message-format-v0 producer (Kafka 0.8 and 0.9 clients) with
+    its header checksum made standard. Those clients computed the checksum over the magic
+    number and the descriptor instead of the descriptor alone (KAFKA-3160), and Kafka's
+    brokers ignore it for magic 0; here the right one is put in so the frame decodes (the
+    content itself is still checked by the codec)."""
+    if len(frame) < 7 or frame[:4] != _LZ4_MAGIC:
+        return frame
+    flags = frame[4]
+    end = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)  # size, dict id
+    if len(frame) <= end:
+        return frame
+    checksum = (xxh32_short(frame[4:end]) >> 8) & 0xFF
+    return frame[:end] + bytes((checksum,)) + frame[end + 1 :]
 
 
 def up_convert(data: bytes | bytearray | memoryview, *, max_size: int) -> bytes:

@@ -28,12 +28,54 @@ def legacy_set(magic: int, codec: int, rows=ROWS, t0: int = 1_700_000_000_000) -
     return bytes(builder.build())
 
 
+def kafka08_lz4_set(rows=ROWS, standard_checksum: bool = False) -> bytes:
+    """A message set in format v0 whose one wrapper holds the rows in an LZ4 frame as
+    Kafka 0.8/0.9 clients wrote it: the header checksum taken over the magic number and
+    the descriptor (KAFKA-3160). aiokafka refuses to write LZ4 in format v0, so the frame
+    comes from cramjam and the wrapper is packed here."""
+    import zlib
+
+    import cramjam
+
+    from data_plane.records.legacy import xxh32_short
+
+    frame = bytearray(cramjam.lz4.compress(legacy_set(0, 0, rows)))
+    assert frame[4] & 0x09 == 0  # no content size, no dictionary id: descriptor is 2 bytes
+    if not standard_checksum:
+        frame[6] = (xxh32_short(bytes(frame[0:6])) >> 8) & 0xFF
+    body = struct.pack(">bbi", 0, 3, -1) + struct.pack(">i", len(frame)) + bytes(frame)
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    return struct.pack(">qi", 0, len(message)) + message
+
+
+def test_xxh32_of_short_inputs_matches_the_specification_and_lz4_frames():
+    import cramjam
+
+    from data_plane.records.legacy import xxh32_short
+
+    # Reference values of XXH32 with seed 0 (xxHash's own test vectors).
+    assert xxh32_short(b"") == 0x02CC5D05
+    assert xxh32_short(b"a") == 0x550D7456
+    assert xxh32_short(b"abc") == 0x32D153FF
+    frame = bytes(cramjam.lz4.compress(b"x" * 1000))  # a standard frame: its checksum
+    assert frame[6] == (xxh32_short(frame[4:6]) >> 8) & 0xFF
+
+
+def test_kafka08_lz4_frames_decode_and_standard_ones_too():
+    broken = kafka08_lz4_set()
+    standard = kafka08_lz4_set(standard_checksum=True)
+    assert broken != standard  # the checksums differ: the case is real
+    for data in (broken, standard):
+        batch = RecordBatch.decode(up_convert(data, max_size=LIMIT))
+        assert [(r.key, r.value) for r in batch.records] == ROWS
+        assert batch.compression is Compression.LZ4
+
+
 @pytest.mark.parametrize("magic", [0, 1])
 @pytest.mark.parametrize("codec", [0, 1, 2, 3])
 def test_every_message_becomes_a_record_of_one_batch(magic, codec):
-    if magic == 0 and codec == 3:
-        pytest.skip("aiokafka does not write LZ4 in format v0 (Kafka 0.8's broken frames)")
-    out = up_convert(legacy_set(magic, codec), max_size=LIMIT)
+    data = kafka08_lz4_set() if magic == 0 and codec == 3 else legacy_set(magic, codec)
+    out = up_convert(data, max_size=LIMIT)
     validate_batch(out)  # a well-formed v2 batch: sizes, magic 2, CRC-32C
     batch = RecordBatch.decode(out)
     assert batch.compression is CODECS[codec]  # the producer's codec is kept
