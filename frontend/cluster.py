@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from control_plane.api.cluster import partition_status
+from control_plane.catalog import client_versions
 from control_plane.catalog.models import Broker, Partition
 from control_plane.controller import reassign
 from control_plane.core.actor import Actor
@@ -89,6 +90,7 @@ def cluster(request: HttpRequest) -> HttpResponse:
             "unhealthy": unhealthy[:200],
             "moving": moving[:200],
             "partition_count": len(partitions),
+            "to_upgrade": client_versions.to_upgrade(),
         },
     )
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from control_plane.catalog.models import ClientVersion
@@ -41,6 +42,7 @@ class VersionUse:
 
 @dataclass
 class ClientIdentity:
+    tenant_slug: str
     principal: str
     client_id: str
     software_name: str
@@ -59,12 +61,27 @@ class ClientIdentity:
 
 def identities(tenant: Tenant) -> list[ClientIdentity]:
     """The tenant's client identities, most recently seen first."""
-    found: dict[tuple[str, str, str, str], ClientIdentity] = {}
-    for row in ClientVersion.objects.filter(tenant=tenant).order_by("api_key", "api_version"):
-        key = (row.principal, row.client_id, row.software_name, row.software_version)
+    return _grouped(ClientVersion.objects.filter(tenant=tenant).select_related("tenant"))
+
+
+def to_upgrade(limit: int = 200) -> list[ClientIdentity]:
+    """Every tenant's identities that must upgrade, for operators: only the versions
+    refused here or refused by Kafka 4 (KIP-896) are read, most recently seen first."""
+    old = Q(served=False)
+    for api_key, first in KAFKA4_MIN_VERSION.items():
+        old |= Q(api_key=api_key, api_version__lt=first)
+    return _grouped(ClientVersion.objects.filter(old).select_related("tenant"))[:limit]
+
+
+def _grouped(rows: QuerySet[ClientVersion]) -> list[ClientIdentity]:
+    found: dict[tuple[int, str, str, str, str], ClientIdentity] = {}
+    for row in rows.order_by("api_key", "api_version"):
+        key = (row.tenant_id, row.principal, row.client_id, row.software_name, row.software_version)
         who = found.get(key)
         if who is None:
-            who = found[key] = ClientIdentity(*key, row.first_seen, row.last_seen)
+            who = found[key] = ClientIdentity(
+                row.tenant.slug, *key[1:], row.first_seen, row.last_seen
+            )
         who.first_seen = min(who.first_seen, row.first_seen)
         who.last_seen = max(who.last_seen, row.last_seen)
         who.requests += row.requests

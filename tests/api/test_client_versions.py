@@ -99,3 +99,19 @@ def test_the_console_page_shows_each_client_and_what_to_upgrade(tenant_a, viewer
     assert "Produce v13 refused here" in html
     assert "not named (ApiVersions below v3)" in html and "legacy-app" in html
     assert "2 clients; <strong>1 should upgrade</strong>" in html
+
+
+def test_operators_see_every_tenants_clients_that_should_upgrade(tenant_a, tenant_b, operator):
+    from django.test import Client
+
+    _row(tenant_a, 0, 2, client_id="old-producer")  # Kafka 4 refuses Produce v2
+    _row(tenant_a, 0, 9, client_id="fine-producer")  # current: not listed
+    _row(tenant_b, 3, 99, served=False, client_id="odd-client")  # refused here
+    found = {(c.tenant_slug, c.client_id) for c in client_versions.to_upgrade()}
+    assert found == {(tenant_a.slug, "old-producer"), (tenant_b.slug, "odd-client")}
+    client = Client()
+    client.force_login(operator)
+    html = client.get("/cluster/").content.decode()
+    assert "Clients that should upgrade" in html
+    assert "old-producer" in html and "odd-client" in html and "fine-producer" not in html
+    assert "Metadata v99 refused here" in html and "Produce v2: Kafka 4 refuses" in html
