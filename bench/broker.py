@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import perf
-from bench.common import bench_broker, emit, rss_mb
+from bench.common import bench_broker, emit, rss_mb, sarama_scenario
 
 
 def _median(values: list[float]) -> float:
@@ -166,28 +166,6 @@ def _raw_backlog_fetch(port: int, topic: str, records: int, version: int, pid: i
     }
 
 
-SARAMA_SOURCE = Path(__file__).resolve().parents[1] / "tests" / "clients" / "sarama"
-GOPATH = Path("/usr/share/gocode")  # Debian's golang-github-shopify-sarama-dev
-
-
-def _sarama_scenario(out: Path) -> Path | None:
-    """The Sarama scenario built offline from Debian's Go packages (None without them)."""
-    go = shutil.which("go")
-    if go is None or not (GOPATH / "src" / "github.com" / "Shopify" / "sarama").is_dir():
-        print("# Sarama workloads skipped: needs golang-go and golang-github-shopify-sarama-dev")
-        return None
-    env = {**os.environ, "GOPATH": str(GOPATH), "GO111MODULE": "off", "GOCACHE": str(out / "c")}
-    subprocess.run(  # noqa: S603 - our own command line
-        [go, "build", "-o", str(out / "scenario"), "."],
-        cwd=SARAMA_SOURCE,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return out / "scenario"
-
-
 def _sarama_read(scenario: Path, port: int, topic: str, records: int, version: str) -> dict:
     """Records/s of Sarama's partition consumer reading ``records`` of partition 0."""
     import json
@@ -310,8 +288,10 @@ def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int)
         emit(name, fetch_version=version, **read)
     # The same with a real consumer that decodes every record: Sarama (Go) pinned at Kafka
     # 0.10.2 (Fetch v3, format v1) and at its highest version (record batches).
-    scenario = _sarama_scenario(Path(tempfile.mkdtemp(prefix="millrace-sarama-")))
-    if scenario is not None:
+    scenario = sarama_scenario(Path(tempfile.mkdtemp(prefix="millrace-sarama-")))
+    if scenario is None:
+        print("# Sarama workloads skipped: needs golang-go and golang-github-shopify-sarama-dev")
+    else:
         for name, version in (
             ("consume_backlog_100b_sarama_format_v1", "0.10.2.0"),
             ("consume_backlog_100b_sarama_batches", "max"),

@@ -188,6 +188,35 @@ def bench_broker(
         stop_process(broker)
 
 
+SARAMA_SOURCE = Path(__file__).resolve().parents[1] / "tests" / "clients" / "sarama"
+GOPATH = Path("/usr/share/gocode")  # Debian's Go library packages
+
+
+def sarama_scenario(out: Path) -> Path | None:
+    """The Sarama client scenario (``tests/clients/sarama``) built offline against
+    Debian's golang-github-shopify-sarama-dev in GOPATH mode, into ``out``; None without
+    Go or that package."""
+    go = shutil.which("go")
+    if go is None or not (GOPATH / "src" / "github.com" / "Shopify" / "sarama").is_dir():
+        return None
+    env = {
+        **os.environ,
+        "GOPATH": str(GOPATH),
+        "GO111MODULE": "off",
+        "GOCACHE": str(out / "cache"),
+        "GOFLAGS": "",
+    }
+    subprocess.run(  # noqa: S603 - our own command line
+        [go, "build", "-o", str(out / "scenario"), "."],
+        cwd=SARAMA_SOURCE,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return out / "scenario"
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

@@ -8,19 +8,10 @@ from datetime import UTC, datetime
 
 from django.db import close_old_connections, transaction
 
+from control_plane.catalog.models import CLIENT_VERSION_IDENTITY as _IDENTITY
 from control_plane.catalog.models import ClientVersion
 from control_plane.tenancy.models import Tenant
 from data_plane.broker.client_versions import ClientUse
-
-_IDENTITY = (
-    "principal",
-    "client_id",
-    "software_name",
-    "software_version",
-    "api_key",
-    "api_version",
-    "served",
-)
 
 
 def _at(seconds: float) -> datetime:
@@ -55,7 +46,7 @@ class DjangoClientReports:
             }
             changed, created = [], []
             for use in wanted:
-                key = (use.tenant_id, *(getattr(use, f) for f in _IDENTITY))
+                key = use.identity
                 row = existing.get(key)
                 if row is None:
                     row = ClientVersion(

@@ -180,6 +180,18 @@ class TopicSample(models.Model):
         return f"{self.topic.name} at {self.at}: end {self.end_offset}"
 
 
+# A client version row's identity beyond its tenant: what brokers' reports are summed on.
+CLIENT_VERSION_IDENTITY = (
+    "principal",
+    "client_id",
+    "software_name",
+    "software_version",
+    "api_key",
+    "api_version",
+    "served",
+)
+
+
 class ClientVersion(models.Model):
     """Requests one client identity of a tenant sent at one (API, version), summed over
     every broker's reports (``data_plane.broker.client_versions``): which software, at
@@ -205,17 +217,7 @@ class ClientVersion(models.Model):
         ordering = ["tenant", "software_name", "software_version", "client_id", "api_key"]
         constraints = [
             models.UniqueConstraint(
-                fields=[
-                    "tenant",
-                    "principal",
-                    "client_id",
-                    "software_name",
-                    "software_version",
-                    "api_key",
-                    "api_version",
-                    "served",
-                ],
-                name="client_version_unique_use",
+                fields=["tenant", *CLIENT_VERSION_IDENTITY], name="client_version_unique_use"
             )
         ]
 

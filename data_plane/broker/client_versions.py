@@ -28,6 +28,10 @@ MAX_CLIENT_ID = 255
 MAX_SOFTWARE = 64
 
 
+# (tenant id, principal, client id, software name, software version, API, version, served)
+_Key = tuple[int, str, str, str, str, int, int, bool]
+
+
 @dataclass(frozen=True)
 class ClientUse:
     """Requests one client identity sent at one (API, version) between two reports."""
@@ -44,9 +48,19 @@ class ClientUse:
     first_seen: float  # seconds since the epoch
     last_seen: float
 
-
-# (tenant id, principal, client id, software name, software version, API, version, served)
-_Key = tuple[int, str, str, str, str, int, int, bool]
+    @property
+    def identity(self) -> _Key:
+        """What a store sums on: everything but the counts and times."""
+        return (
+            self.tenant_id,
+            self.principal,
+            self.client_id,
+            self.software_name,
+            self.software_version,
+            self.api_key,
+            self.api_version,
+            self.served,
+        )
 
 
 class ClientVersions:
@@ -113,16 +127,7 @@ class ClientVersions:
         """Put back rows a report could not deliver (the store was down): folded in again,
         so the next report carries them (bounded like any other)."""
         for use in uses:
-            key = (
-                use.tenant_id,
-                use.principal,
-                use.client_id,
-                use.software_name,
-                use.software_version,
-                use.api_key,
-                use.api_version,
-                use.served,
-            )
+            key = use.identity
             row = self._rows.get(key)
             if row is not None:
                 row[0] += use.requests

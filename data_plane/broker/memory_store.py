@@ -1142,16 +1142,7 @@ class MemoryStore:
             for use in uses:
                 if use.tenant_id not in self._tenants:
                     continue
-                key = (
-                    use.tenant_id,
-                    use.principal,
-                    use.client_id,
-                    use.software_name,
-                    use.software_version,
-                    use.api_key,
-                    use.api_version,
-                    use.served,
-                )
+                key = use.identity
                 had = self._client_uses.get(key)
                 if had is not None:
                     use = replace(

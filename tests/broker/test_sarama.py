@@ -18,8 +18,6 @@ is read back with confluent-kafka, an independent client."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,39 +25,22 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.common import sarama_scenario
 from tests.broker.conftest import confluent_conf
 from tests.broker.test_clients import topic_name
 
 pytestmark = pytest.mark.django_db
 
 SOURCE = Path(__file__).resolve().parents[1] / "clients" / "sarama"
-GOPATH = Path("/usr/share/gocode")  # Debian's Go library packages
-SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
 RECORDS = 30
 
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory) -> Path:
-    go = shutil.which("go")
-    if go is None or not SARAMA.is_dir():
+    built = sarama_scenario(tmp_path_factory.mktemp("sarama"))
+    if built is None:
         pytest.skip("needs Debian's golang-go and golang-github-shopify-sarama-dev")
-    out = tmp_path_factory.mktemp("sarama")
-    env = {
-        **os.environ,
-        "GOPATH": str(GOPATH),
-        "GO111MODULE": "off",
-        "GOCACHE": str(out / "cache"),
-        "GOFLAGS": "",
-    }
-    subprocess.run(
-        [go, "build", "-o", str(out / "scenario"), "."],
-        cwd=SOURCE,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return out / "scenario"
+    return built
 
 
 def run_scenario(scenario: Path, kafka, version: str, name: str) -> dict[str, dict]:
