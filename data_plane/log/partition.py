@@ -55,6 +55,12 @@ from data_plane.log.segment import (
     FileSlice,
     LogSegment,
 )
+from data_plane.log.transactions import (
+    TXN_INDEX_SUFFIX,
+    AbortedTxn,
+    ControlType,
+    control_type,
+)
 from data_plane.records.batch import (
     BATCH_HEADER_SIZE,
     CRC_START,
@@ -142,6 +148,9 @@ class PartitionLog:
         self.recovery_point = 0
         self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCHS)
         self.producers = ProducerStateManager()
+        # Transactions ended here by a marker not yet below the high watermark: (first
+        # offset, marker offset). They hold the last stable offset back until then.
+        self._completed: list[tuple[int, int]] = []
         self._lock = threading.RLock()
         self._unflushed_records = 0
         self._last_flush_ms = clock()
@@ -226,20 +235,20 @@ class PartitionLog:
             start = offset
             break
         start = max(start, self.segments[0].base_offset)
+        self._completed = []
         for segment in self.segments[self._segment_index_for(start) :]:
+            # Aborted transactions ending from here on are found again by the replay.
+            segment.txn_index.truncate_to(start)
             found = segment.find(start)
             if found is None:
                 continue
-            for _, h in segment.headers_from(found[0]):
-                if h.base_offset >= start and h.producer_id >= 0 and h.base_sequence >= 0:
-                    self.producers.record(
-                        h.producer_id,
-                        h.producer_epoch,
-                        h.base_sequence,
-                        h.last_offset_delta,
-                        h.base_offset,
-                        h.max_timestamp,
-                    )
+            for position, h in segment.headers_from(found[0]):
+                if h.base_offset < start or h.producer_id < 0:
+                    continue
+                kind = None
+                if h.is_control:
+                    kind = control_type(segment.read_batch(position, h))
+                self._track_producer(h, kind, segment)
 
     def _write_producer_snapshot(self, *, sync: bool) -> None:
         """The producer state as of the log end, kept with the previous one (Kafka's way).
@@ -284,7 +293,7 @@ class PartitionLog:
         for path in self.directory.glob("*" + LOG_SUFFIX):
             seg_base = int(path.name[: -len(LOG_SUFFIX)])
             if base <= seg_base < end:
-                for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                for suffix in (LOG_SUFFIX, ".index", ".timeindex", TXN_INDEX_SUFFIX):
                     path.with_name(f"{seg_base:020d}{suffix}").unlink(missing_ok=True)
         for suffix in (".index", ".timeindex", LOG_SUFFIX):
             src = self.directory / f"{base:020d}{suffix}{SWAP_SUFFIX}"
@@ -309,7 +318,7 @@ class PartitionLog:
             if cut:
                 for later in self.segments[i + 1 :]:
                     later.rename_for_deletion()
-                    for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                    for suffix in (LOG_SUFFIX, ".index", ".timeindex", TXN_INDEX_SUFFIX):
                         path = later.directory / f"{later.base_offset:020d}{suffix}{DELETED_SUFFIX}"
                         path.unlink(missing_ok=True)
                 del self.segments[i + 1 :]
@@ -383,8 +392,12 @@ class PartitionLog:
             # Zero-copy: each batch is written as its patched 61-byte header followed by a
             # view of the producer's remaining bytes (os.pwritev), never copied whole.
             iov: list[bytes | bytearray | memoryview] = []
+            kinds: list[ControlType | None] = []
             pos = 0
             for i, header in enumerate(headers):
+                kinds.append(
+                    control_type(view[pos : pos + header.size]) if header.is_control else None
+                )
                 head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
                 body = view[pos + BATCH_HEADER_SIZE : pos + header.size]
                 if assign_offsets:
@@ -411,16 +424,9 @@ class PartitionLog:
             epoch = headers[0].partition_leader_epoch
             if epoch >= 0:
                 self.leader_epochs.assign(epoch, first_offset)
-            for h in headers:
-                if h.producer_id >= 0 and h.base_sequence >= 0:
-                    self.producers.record(
-                        h.producer_id,
-                        h.producer_epoch,
-                        h.base_sequence,
-                        h.last_offset_delta,
-                        h.base_offset,
-                        h.max_timestamp,
-                    )
+            for h, kind in zip(headers, kinds, strict=True):
+                if h.producer_id >= 0:
+                    self._track_producer(h, kind, self.segments[-1])
             self.log_end_offset = next_offset
             records = sum(h.records_count for h in headers)
             self._unflushed_records += records
@@ -433,6 +439,61 @@ class PartitionLog:
                 batches=len(headers),
                 records=records,
             )
+
+    def _track_producer(
+        self, h: BatchHeader, kind: ControlType | None, segment: LogSegment
+    ) -> None:
+        """Producer state after batch ``h`` (appended to or replayed from ``segment``): its
+        sequence, and for transactions (Step 13) where one starts and where it ends; an
+        aborted one is added to the segment's aborted-transaction index."""
+        if kind is None:
+            if h.base_sequence >= 0:
+                self.producers.record(
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    h.last_offset_delta,
+                    h.base_offset,
+                    h.max_timestamp,
+                    transactional=h.is_transactional,
+                )
+            return
+        first = self.producers.end_transaction(h.producer_id)
+        if first is None:
+            return  # a marker for a partition the transaction wrote nothing to
+        self._completed.append((first, h.base_offset))
+        if kind is ControlType.ABORT:
+            ongoing = self.producers.first_unstable_offset()
+            lso = ongoing if ongoing is not None else h.base_offset + 1
+            segment.txn_index.append(AbortedTxn(h.producer_id, first, h.base_offset, lso))
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the high watermark, or the first offset of the oldest transaction
+        not yet decided there (still open, or ended by a marker not yet below the high
+        watermark), whichever is lower. ``read_committed`` reads stop here."""
+        lso = self.high_watermark
+        first = self.producers.first_unstable_offset()
+        if first is not None:
+            lso = min(lso, first)
+        for txn_first, marker in self._completed:
+            if marker >= self.high_watermark:
+                lso = min(lso, txn_first)
+        return lso
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)``, by marker
+        offset: what a ``read_committed`` fetch returns with its records. Only segments from
+        the one holding ``fetch_offset`` are read: an abort marker is indexed in the segment
+        it is in, at or after the offsets it covers."""
+        with self._lock:
+            found: list[AbortedTxn] = []
+            start = self._segment_index_for(max(fetch_offset, self.segments[0].base_offset))
+            for segment in self.segments[start:]:
+                if segment.base_offset >= upper_bound and found:
+                    break
+                found += segment.txn_index.collect(fetch_offset, upper_bound)
+            return found
 
     def _validate_all(self, view: memoryview, assign_offsets: bool) -> list[BatchHeader]:
         headers: list[BatchHeader] = []
@@ -738,8 +799,10 @@ class PartitionLog:
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             write_int(self.directory / RECOVERY_POINT, self.recovery_point)
             self.leader_epochs.truncate_from_end(self.log_end_offset)
-            self.producers.forget_from(self.log_end_offset)
             self._drop_snapshots_after(self.log_end_offset)
+            # Rebuilt from a snapshot before the cut: a transaction whose marker was cut is
+            # open again, one that began after the cut is gone (as Kafka reloads it).
+            self._restore_producers()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and continue at ``offset`` (a follower behind the leader's
@@ -754,6 +817,7 @@ class PartitionLog:
         self._bases = [offset]
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
         self.producers = ProducerStateManager()
+        self._completed = []
         self._drop_snapshots_after(-1)
         self.recovery_point = offset
         write_int(self.directory / RECOVERY_POINT, offset)
@@ -763,6 +827,9 @@ class PartitionLog:
     def update_high_watermark(self, offset: int) -> int:
         with self._lock:
             self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+            if self._completed:
+                hw = self.high_watermark
+                self._completed = [c for c in self._completed if c[1] >= hw]
             return self.high_watermark
 
     def delete_records_before(self, offset: int) -> int:

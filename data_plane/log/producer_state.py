@@ -1,4 +1,5 @@
-"""Idempotent-producer state of one partition: duplicate and ordering checks.
+"""Idempotent-producer state of one partition: duplicate and ordering checks, and open
+transactions.
 
 For each producer id the partition remembers its epoch and its last five batches
 (first/last sequence and first offset), as Kafka does (``max.in.flight`` ≤ 5). For a new
@@ -15,6 +16,11 @@ The state survives restarts as Kafka's does: :class:`PartitionLog` writes a snap
 (``<offset>.snapshot``, the state as of that log offset) when a segment rolls and on clean
 shutdown, and on open loads the newest snapshot not past the log end and replays the batch
 headers after it. A retry that spans a restart is therefore still recognised.
+
+For transactions (Step 13) it also remembers, per producer, where its open transaction
+starts in this partition: a transactional batch opens one, a control batch (the
+coordinator's commit or abort marker) ends it. The oldest open one bounds the partition's
+last stable offset; snapshots keep them.
 
 Not thread-safe on its own; :class:`PartitionLog` calls it under its lock.
 """
@@ -51,6 +57,7 @@ class _Entry:
         default_factory=lambda: deque(maxlen=MAX_REMEMBERED_BATCHES)
     )  # (first sequence, last sequence, first offset)
     last_timestamp: int = -1  # the newest batch's max timestamp (-1: not known)
+    txn_first_offset: int | None = None  # the transaction in progress here (Step 13)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,9 @@ def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
 class ProducerStateManager:
     def __init__(self) -> None:
         self._producers: dict[int, _Entry] = {}
+        # Producer id -> first offset of its open transaction: the LSO is read on every
+        # read_committed fetch, so it must not walk every producer.
+        self._open: dict[int, int] = {}
 
     def check(
         self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int
@@ -105,16 +115,36 @@ class ProducerStateManager:
         last_offset_delta: int,
         first_offset: int,
         timestamp: int = -1,
+        transactional: bool = False,
     ) -> None:
-        """Remember a batch that was appended (``timestamp``: its max timestamp)."""
+        """Remember a batch that was appended (``timestamp``: its max timestamp). A
+        transactional batch starts the producer's transaction here if none is open."""
         entry = self._producers.get(producer_id)
         last = last_sequence(base_sequence, last_offset_delta)
         if entry is None or epoch != entry.epoch:
-            entry = _Entry(epoch, last)
+            ongoing = entry.txn_first_offset if entry is not None else None
+            entry = _Entry(epoch, last, txn_first_offset=ongoing)
             self._producers[producer_id] = entry
         entry.last_sequence = last
         entry.last_timestamp = timestamp
         entry.batches.append((base_sequence, last, first_offset))
+        if transactional and entry.txn_first_offset is None:
+            entry.txn_first_offset = first_offset
+            self._open[producer_id] = first_offset
+
+    def end_transaction(self, producer_id: int) -> int | None:
+        """A marker ended the producer's transaction here: its first offset (None if none
+        was open: a marker for a partition the transaction never wrote to)."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return None
+        first, entry.txn_first_offset = entry.txn_first_offset, None
+        self._open.pop(producer_id, None)
+        return first
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction still open here."""
+        return min(self._open.values()) if self._open else None
 
     def active(self) -> list[ActiveProducer]:
         """The producers this partition remembers, by producer id."""
@@ -123,21 +153,16 @@ class ProducerStateManager:
             for pid, e in sorted(self._producers.items())
         ]
 
-    def forget_from(self, offset: int) -> None:
-        """Drop what truncation removed (batches at or after ``offset``)."""
-        for producer_id in list(self._producers):
-            entry = self._producers[producer_id]
-            kept = [b for b in entry.batches if b[2] < offset]
-            if not kept:
-                del self._producers[producer_id]
-                continue
-            entry.batches = deque(kept, maxlen=MAX_REMEMBERED_BATCHES)
-            entry.last_sequence = kept[-1][1]
-
     def to_json(self) -> bytes:
         return json.dumps(
             {
-                str(pid): [e.epoch, e.last_sequence, [list(b) for b in e.batches], e.last_timestamp]
+                str(pid): [
+                    e.epoch,
+                    e.last_sequence,
+                    [list(b) for b in e.batches],
+                    e.last_timestamp,
+                    -1 if e.txn_first_offset is None else e.txn_first_offset,
+                ]
                 for pid, e in self._producers.items()
             },
             separators=(",", ":"),
@@ -154,6 +179,9 @@ class ProducerStateManager:
                 epoch, last, batches = saved[:3]
                 entry = _Entry(int(epoch), int(last))
                 entry.last_timestamp = int(saved[3]) if len(saved) > 3 else -1
+                if len(saved) > 4 and int(saved[4]) >= 0:  # an open transaction (Step 13)
+                    entry.txn_first_offset = int(saved[4])
+                    state._open[int(pid)] = entry.txn_first_offset
                 for first_seq, last_seq, first_offset in batches:
                     entry.batches.append((int(first_seq), int(last_seq), int(first_offset)))
                 state._producers[int(pid)] = entry

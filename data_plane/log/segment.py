@@ -1,4 +1,5 @@
-"""One log segment: ``<base offset, 20 digits>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base offset, 20 digits>.log`` plus its ``.index`` and ``.timeindex``,
+and a ``.txnindex`` of aborted transactions once one ends in it (``transactions.py``).
 
 The ``.log`` file is a sequence of complete RecordBatch v2 batches exactly as appended
 (offsets already assigned); nothing else is in it. Indexes are sparse: an offset-index entry
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data_plane.log.index import IndexFullError, OffsetIndex, TimeIndex
+from data_plane.log.transactions import TXN_INDEX_SUFFIX, TxnIndex
 from data_plane.records.batch import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -98,6 +100,7 @@ class LogSegment:
         self.log_path = directory / (name + LOG_SUFFIX)
         self.index_path = directory / (name + INDEX_SUFFIX)
         self.timeindex_path = directory / (name + TIMEINDEX_SUFFIX)
+        self.txn_index = TxnIndex(directory / (name + TXN_INDEX_SUFFIX))
         self.size = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._fd: int | None = None
         self._writable = False
@@ -385,6 +388,7 @@ class LogSegment:
         self._read_ends.clear()
         self._index.truncate_to_offset(offset)
         self._timeindex.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         self._next_offset = None
         self._max_timestamp = None
         self._bytes_since_index = self.index_interval_bytes
@@ -398,6 +402,8 @@ class LogSegment:
         for index in (self._index, self._timeindex):
             if index is not None:
                 index.flush()
+        if self._writable:
+            self.txn_index.flush()
 
     def seal(self) -> None:
         """Stop appending: flush, trim the indexes to their entries, drop write handles."""
@@ -426,7 +432,7 @@ class LogSegment:
         """Rename the files to ``*.deleted`` (fast, atomic); the caller removes them later."""
         self.close_files()
         renamed = []
-        for path in (self.log_path, self.index_path, self.timeindex_path):
+        for path in (self.log_path, self.index_path, self.timeindex_path, self.txn_index.path):
             if path.exists():
                 target = path.with_name(path.name + DELETED_SUFFIX)
                 path.rename(target)

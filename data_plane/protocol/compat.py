@@ -248,6 +248,11 @@ FOOTER = """
 - **DeleteTopics** v6 by topic id: an id that is unknown, of a deleted topic or of another
   tenant's topic answers `UNKNOWN_TOPIC_ID` (100) with a null name, as Kafka does; an entry
   with neither name nor id is `INVALID_REQUEST` (42).
+- **Fetch** v4+ at `isolation_level` 1 (read_committed, librdkafka's default) reads up to
+  the partition's last stable offset and returns the aborted transactions overlapping
+  what it read; at 0 it reads up to the high watermark with `aborted_transactions` null.
+  ListOffsets v2+ at read_committed answers LATEST with the last stable offset. Without
+  transactions in a partition the two are the same.
 - **Transactions** are not served yet: FindCoordinator for a transactional id answers
   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53), "transactions are not supported by this
   Millrace version", which is fatal to a transactional producer, so `init_transactions()`

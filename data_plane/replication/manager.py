@@ -34,6 +34,7 @@ from data_plane.log.manager import LogManager, TopicPartition
 from data_plane.log.partition import AppendInfo, LogIOError, OffsetOutOfRange, PartitionLog
 from data_plane.log.producer_state import OutOfOrderSequence, ProducerFenced
 from data_plane.log.segment import FileSlice
+from data_plane.log.transactions import AbortedTxn
 from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
 from data_plane.protocol.errors import ErrorCode
 from data_plane.records.batch import InvalidRecordBatch
@@ -115,8 +116,11 @@ class FetchPartition:
 class FetchResult:
     error: int = E.NONE
     high_watermark: int = -1
+    last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    # read_committed: the aborted transactions overlapping the records (Step 13).
+    aborted: list[AbortedTxn] | None = None
 
 
 def epoch_error(topic: TopicInfo, index: int, current_leader_epoch: int) -> int:
@@ -426,18 +430,23 @@ class ReplicaManager:
         max_bytes: int,
         min_bytes: int,
         max_wait_ms: int,
+        isolation_level: int = 0,
     ) -> tuple[list[FetchResult], int]:
         """Read the partitions; wait (up to ``max_wait_ms``) until ``min_bytes`` are there.
 
-        Consumers read up to the high watermark and wait for it to move; a follower
-        (``replica_id`` >= 0) reads up to the log end, waits for appends, and tells the
-        leader where it is (once per request). Returns one result per partition and the
-        bytes found."""
+        Consumers read up to the high watermark (``isolation_level`` 1, read_committed:
+        up to the last stable offset, with the aborted transactions in what is read) and
+        wait for it to move; a follower (``replica_id`` >= 0) reads up to the log end,
+        waits for appends, and tells the leader where it is (once per request). Returns
+        one result per partition and the bytes found."""
+        committed = isolation_level == 1 and replica_id < 0
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         waiters = self.waiters.appended if replica_id >= 0 else self.waiters.hw_moved
         keys: list[TopicPartition] = []
         where: dict[TopicPartition, int] = {}
-        results, total = self._read(replica_id, partitions, max_bytes, True, keys, where)
+        results, total = self._read(
+            replica_id, partitions, max_bytes, True, keys, where, committed=committed
+        )
         if total >= min_bytes or not keys:
             return results, total
         # Waiting: each wake-up re-reads only the partition that moved, to see whether
@@ -455,13 +464,19 @@ class ReplicaManager:
                 held = results[i].records
                 had = held.length if held is not None else 0
                 [again], found = self._read(
-                    replica_id, [partitions[i]], max_bytes, False, None, already=total - had
+                    replica_id,
+                    [partitions[i]],
+                    max_bytes,
+                    False,
+                    None,
+                    already=total - had,
+                    committed=committed,
                 )
                 results[i] = again
                 total += found - had
                 if total >= min_bytes:
                     break  # enough: answer with everything there now, as Kafka completes
-        return self._read(replica_id, partitions, max_bytes, False, None)
+        return self._read(replica_id, partitions, max_bytes, False, None, committed=committed)
 
     def _read(
         self,
@@ -472,6 +487,7 @@ class ReplicaManager:
         keys: list[TopicPartition] | None,
         where: dict[TopicPartition, int] | None = None,
         already: int = 0,
+        committed: bool = False,
     ) -> tuple[list[FetchResult], int]:
         """Read ``partitions`` within ``max_bytes``; ``already``: bytes the response holds
         besides these (they count against ``max_bytes``, and a first batch is only
@@ -491,7 +507,8 @@ class ReplicaManager:
             if where is not None:
                 where[partition.key] = i
             log = partition.log
-            upto: int | None = log.high_watermark
+            lso = log.last_stable_offset
+            upto: int | None = lso if committed else log.high_watermark
             if replica_id >= 0:
                 if not partition.followers:
                     result.error = E.NOT_LEADER_OR_FOLLOWER
@@ -501,6 +518,7 @@ class ReplicaManager:
                         self.propose_isr(partition, (*partition.isr, replica_id))
                 upto = None
             result.high_watermark = log.high_watermark
+            result.last_stable_offset = lso
             result.log_start_offset = log.log_start_offset
             limit = min(want.max_bytes, max(0, max_bytes - total))
             try:
@@ -511,6 +529,12 @@ class ReplicaManager:
             if found is not None and found.length:
                 result.records = found
                 total += found.length
+            if committed:
+                result.aborted = (
+                    log.aborted_transactions(want.fetch_offset, found.next_offset)
+                    if found is not None and found.length
+                    else []
+                )
         return results, total - already
 
     # --- the ISR ------------------------------------------------------------------------------

@@ -98,13 +98,19 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
             req.get("max_bytes", 0x7FFFFFFF),  # from v3
             req["min_bytes"],
             req["max_wait_ms"],
+            req.get("isolation_level", 0),  # from v4
         )
         for entry, result in zip(entries, results, strict=True):
             entry["error_code"] = result.error
             if result.error == E.NONE or result.high_watermark >= 0:
                 entry["high_watermark"] = result.high_watermark
-                entry["last_stable_offset"] = result.high_watermark
+                entry["last_stable_offset"] = result.last_stable_offset
                 entry["log_start_offset"] = result.log_start_offset
+            if result.aborted is not None:  # read_committed: what the consumer drops
+                entry["aborted_transactions"] = [
+                    {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                    for t in result.aborted
+                ]
             if result.records is not None:
                 entry["records"] = result.records
         if version >= 16:  # KIP-951: where a moved partition's leader is now

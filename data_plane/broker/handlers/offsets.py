@@ -81,6 +81,7 @@ async def handle_list_offsets(
         code = E.CLUSTER_AUTHORIZATION_FAILED
     else:
         code = None
+    committed = req.get("isolation_level", 0) == 1
     topics: list[bodies.ListOffsetsResponseTopics] = []
     for t in req["topics"]:
         topic = ctx.topic(t["name"])
@@ -115,11 +116,13 @@ async def handle_list_offsets(
                 # epoch for LATEST, the epoch of the log's first entry for EARLIEST, and the
                 # epoch of the batch found for MAX_TIMESTAMP and timestamps.
                 lagging = partition.high_watermark_lagging
+                # read_committed (v2+) sees up to the last stable offset, as in Kafka.
+                fetchable = log.last_stable_offset if committed else log.high_watermark
                 if ts == LATEST:
                     if lagging:
                         entry["error_code"] = E.OFFSET_NOT_AVAILABLE
                         continue
-                    entry["offset"] = log.high_watermark
+                    entry["offset"] = fetchable
                     entry["leader_epoch"] = partition.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     # Without tiered storage the local log is the whole log: its start is
@@ -138,7 +141,7 @@ async def handle_list_offsets(
                         if ts == MAX_TIMESTAMP
                         else log.offset_for_timestamp(ts)
                     )
-                    if found is not None and found.offset < log.high_watermark:
+                    if found is not None and found.offset < fetchable:
                         entry["offset"], entry["timestamp"] = found.offset, found.timestamp
                         entry["leader_epoch"] = max(-1, found.leader_epoch)
                     elif lagging:  # nothing below a high watermark that may be stale
