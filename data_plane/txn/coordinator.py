@@ -1,0 +1,357 @@
+"""The transaction coordinator's state machine (KIP-98, Step 13), sans wire protocol.
+
+Each request on a transactional id is answered from its :class:`TxnMetadata` and, when it
+changes it, only after the new value is durable in the :class:`TxnStore` (Kafka writes its
+``__transaction_state`` log before answering). Requests on one id are serialised by a lock
+per id; different ids run concurrently.
+
+* **InitProducerId** hands out a producer id at epoch 0 for a new id, else bumps the epoch
+  (a new producer id once the epoch would pass :data:`MAX_PRODUCER_EPOCH`), which fences
+  the previous instance: its requests now fail with PRODUCER_FENCED. A transaction still
+  in progress is aborted first, at the bumped epoch, and the caller is told
+  CONCURRENT_TRANSACTIONS until the abort is complete (it retries). KIP-360: a producer
+  that names its current id and epoch may bump them itself; one naming any other is
+  fenced.
+* **AddPartitionsToTxn / AddOffsetsToTxn** check the producer id (INVALID_PRODUCER_ID_
+  MAPPING) and epoch (PRODUCER_FENCED), refuse while markers are being written
+  (CONCURRENT_TRANSACTIONS), and move the id to Ongoing with the partitions or group
+  added (nothing is written when all were in already).
+* **EndTxn** moves an Ongoing transaction to PrepareCommit or PrepareAbort, answers, and
+  then has the :class:`MarkerWriter` write the markers to every partition (and the
+  groups' pending offsets decided) before CompleteCommit / CompleteAbort is written. A
+  retried EndTxn is answered as the first one was; a conflicting one is INVALID_TXN_STATE.
+* **Timeouts**: :meth:`abort_expired` fences and aborts transactions in progress for
+  longer than their ``transaction.timeout.ms``.
+* **Failover**: a coordinator that loads an id found in PrepareCommit or PrepareAbort
+  finishes writing its markers (:meth:`load`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
+
+from data_plane.protocol.errors import ErrorCode as E
+from data_plane.txn.model import (
+    MAX_PRODUCER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TxnMetadata,
+    TxnPartition,
+    TxnState,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TIMEOUT_MS = 900_000  # Kafka's transaction.max.timeout.ms
+
+
+class TxnStore(Protocol):
+    """Durable transaction state (the control plane's, or in memory for tests)."""
+
+    def load_transaction(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None: ...
+
+    def save_transaction(self, txn: TxnMetadata) -> None: ...
+
+    def allocate_producer_ids(self, count: int) -> int: ...
+
+
+class MarkerWriter(Protocol):
+    async def write_markers(self, txn: TxnMetadata, commit: bool) -> None:
+        """Write the commit or abort marker to each of ``txn``'s partitions (at its
+        producer id and epoch) and settle its groups' transactional offsets; return once
+        every partition has it (a deleted partition counts as done). Retries inside."""
+        ...
+
+
+Call = Callable[..., Awaitable[Any]]
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        store: TxnStore,
+        call: Call,
+        markers: MarkerWriter,
+        clock: Callable[[], int],
+        max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+    ) -> None:
+        self.store = store
+        self._call = call  # runs a blocking store call off the event loop
+        self.markers = markers
+        self.clock = clock
+        self.max_timeout_ms = max_timeout_ms
+        self._txns: dict[tuple[int, str], TxnMetadata] = {}
+        self._locks: dict[tuple[int, str], asyncio.Lock] = {}
+        self._completing: dict[tuple[int, str], asyncio.Task[None]] = {}
+
+    # --- state ------------------------------------------------------------------------------
+
+    def _lock(self, key: tuple[int, str]) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    async def _get(self, key: tuple[int, str]) -> TxnMetadata | None:
+        txn = self._txns.get(key)
+        if txn is None:
+            txn = await self._call(self.store.load_transaction, *key)
+            if txn is not None:
+                self._txns[key] = txn
+                self._resume(txn)
+        return txn
+
+    async def _save(self, txn: TxnMetadata) -> TxnMetadata:
+        await self._call(self.store.save_transaction, txn)
+        self._txns[(txn.tenant_id, txn.transactional_id)] = txn
+        return txn
+
+    async def load(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None:
+        """This coordinator takes the id over: read its state, finish a decided
+        transaction whose markers were not all written."""
+        async with self._lock((tenant_id, transactional_id)):
+            return await self._get((tenant_id, transactional_id))
+
+    def transactions(self) -> list[TxnMetadata]:
+        """What this coordinator holds (DescribeTransactions / ListTransactions)."""
+        return list(self._txns.values())
+
+    # --- InitProducerId --------------------------------------------------------------------
+
+    async def init_producer_id(
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        timeout_ms: int,
+        expected_producer_id: int = NO_PRODUCER_ID,
+        expected_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> tuple[int, int, int]:
+        """(error, producer id, epoch)."""
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            return E.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        key = (tenant_id, transactional_id)
+        async with self._lock(key):
+            txn = await self._get(key)
+            now = self.clock()
+            if txn is None or txn.state is TxnState.DEAD:
+                first = await self._call(self.store.allocate_producer_ids, 1)
+                txn = TxnMetadata(
+                    tenant_id,
+                    transactional_id,
+                    producer_id=first,
+                    producer_epoch=0,
+                    last_producer_epoch=NO_PRODUCER_EPOCH,
+                    timeout_ms=timeout_ms,
+                    state=TxnState.EMPTY,
+                    updated_ms=now,
+                )
+                await self._save(txn)
+                return E.NONE, txn.producer_id, txn.producer_epoch
+            if txn.state.preparing or txn.state is TxnState.PREPARE_EPOCH_FENCE:
+                return E.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            if expected_producer_id != NO_PRODUCER_ID and not _is_current(
+                txn, expected_producer_id, expected_epoch
+            ):
+                return E.PRODUCER_FENCED, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            if txn.state is TxnState.ONGOING:
+                # The previous instance's transaction is aborted at a bumped epoch, which
+                # fences it; the caller retries once the abort is complete.
+                await self._prepare(txn, commit=False, now=now, bump=True)
+                return E.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            producer_id, epoch = txn.producer_id, txn.producer_epoch + 1
+            if epoch > MAX_PRODUCER_EPOCH:
+                producer_id, epoch = await self._call(self.store.allocate_producer_ids, 1), 0
+            txn = await self._save(
+                txn.to(
+                    TxnState.EMPTY,
+                    now,
+                    producer_id=producer_id,
+                    producer_epoch=epoch,
+                    last_producer_epoch=txn.producer_epoch,
+                    timeout_ms=timeout_ms,
+                    partitions=frozenset(),
+                    groups=frozenset(),
+                    start_ms=-1,
+                )
+            )
+            return E.NONE, txn.producer_id, txn.producer_epoch
+
+    # --- adding to a transaction -----------------------------------------------------------
+
+    async def add_partitions(
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[TxnPartition],
+    ) -> int:
+        wanted = frozenset(partitions)
+        return await self._add(tenant_id, transactional_id, producer_id, epoch, wanted, None)
+
+    async def add_offsets(
+        self, tenant_id: int, transactional_id: str, producer_id: int, epoch: int, group: str
+    ) -> int:
+        return await self._add(tenant_id, transactional_id, producer_id, epoch, frozenset(), group)
+
+    async def _add(
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: frozenset[TxnPartition],
+        group: str | None,
+    ) -> int:
+        key = (tenant_id, transactional_id)
+        async with self._lock(key):
+            txn = await self._get(key)
+            error = _check_producer(txn, producer_id, epoch)
+            if error != E.NONE:
+                return error
+            assert txn is not None
+            if txn.state.preparing or txn.state is TxnState.PREPARE_EPOCH_FENCE:
+                return E.CONCURRENT_TRANSACTIONS
+            groups = txn.groups | {group} if group is not None else txn.groups
+            if (
+                txn.state is TxnState.ONGOING
+                and partitions <= txn.partitions
+                and groups == txn.groups
+            ):
+                return E.NONE
+            now = self.clock()
+            starting = txn.state is not TxnState.ONGOING
+            await self._save(
+                txn.to(
+                    TxnState.ONGOING,
+                    now,
+                    partitions=(frozenset() if starting else txn.partitions) | partitions,
+                    groups=(frozenset() if starting else txn.groups)
+                    | ({group} if group is not None else frozenset()),
+                    start_ms=now if starting else txn.start_ms,
+                )
+            )
+            return E.NONE
+
+    # --- ending a transaction --------------------------------------------------------------
+
+    async def end_txn(
+        self, tenant_id: int, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> int:
+        key = (tenant_id, transactional_id)
+        async with self._lock(key):
+            txn = await self._get(key)
+            error = _check_producer(txn, producer_id, epoch)
+            if error != E.NONE:
+                return error
+            assert txn is not None
+            state = txn.state
+            if state is TxnState.ONGOING:
+                await self._prepare(txn, commit=commit, now=self.clock(), bump=False)
+                return E.NONE
+            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            if state is done:
+                return E.NONE  # a retry of the EndTxn that ended it
+            if state is preparing:
+                return E.CONCURRENT_TRANSACTIONS  # a retry while its markers are written
+            return E.INVALID_TXN_STATE
+
+    async def _prepare(self, txn: TxnMetadata, *, commit: bool, now: int, bump: bool) -> None:
+        """Write PrepareCommit/PrepareAbort (at a bumped epoch when fencing), then complete
+        in the background (:meth:`_complete`)."""
+        changes: dict[str, Any] = {}
+        if bump:
+            changes = {
+                "producer_epoch": txn.producer_epoch + 1,
+                "last_producer_epoch": txn.producer_epoch,
+            }
+            txn = txn.to(TxnState.PREPARE_EPOCH_FENCE, now, **changes)
+        state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        txn = await self._save(txn.to(state, now))
+        self._resume(txn)
+
+    def _resume(self, txn: TxnMetadata) -> None:
+        """Write the markers of a decided transaction and then complete it (once)."""
+        if not txn.state.preparing:
+            return
+        key = (txn.tenant_id, txn.transactional_id)
+        running = self._completing.get(key)
+        if running is not None and not running.done():
+            return
+        task = asyncio.get_running_loop().create_task(self._complete(txn))
+        self._completing[key] = task
+
+    async def _complete(self, txn: TxnMetadata) -> None:
+        commit = txn.state is TxnState.PREPARE_COMMIT
+        key = (txn.tenant_id, txn.transactional_id)
+        delay = 0.1
+        while True:  # the decision stands: its markers are written, however long it takes
+            try:
+                await self.markers.write_markers(txn, commit)
+                break
+            except Exception:
+                logger.warning(
+                    "writing the markers of %r failed; retrying in %.1f s",
+                    txn.transactional_id,
+                    delay,
+                    exc_info=True,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        async with self._lock(key):
+            current = self._txns.get(key)
+            if current != txn:
+                return  # changed meanwhile (another coordinator took over)
+            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            await self._save(
+                txn.to(done, self.clock(), partitions=frozenset(), groups=frozenset(), start_ms=-1)
+            )
+
+    async def wait_completed(self, tenant_id: int, transactional_id: str) -> None:
+        """Until the markers of the id's decided transaction are written (tests, shutdown)."""
+        task = self._completing.get((tenant_id, transactional_id))
+        if task is not None:
+            await task
+
+    # --- timeouts ---------------------------------------------------------------------------
+
+    async def abort_expired(self) -> list[str]:
+        """Fence and abort every transaction in progress longer than its timeout; the ids."""
+        now = self.clock()
+        aborted = []
+        for key, txn in list(self._txns.items()):
+            if not txn.expired(now):
+                continue
+            async with self._lock(key):
+                txn = self._txns[key]
+                if txn.expired(now):
+                    logger.info(
+                        "aborting transaction of %r (tenant %s): open for %d ms, timeout %d ms",
+                        txn.transactional_id,
+                        txn.tenant_id,
+                        now - txn.start_ms,
+                        txn.timeout_ms,
+                    )
+                    await self._prepare(txn, commit=False, now=now, bump=True)
+                    aborted.append(txn.transactional_id)
+        return aborted
+
+
+def _is_current(txn: TxnMetadata, producer_id: int, epoch: int) -> bool:
+    """KIP-360: the producer names its current id and epoch (or the epoch before the last
+    bump: its own InitProducerId retried after the answer was lost)."""
+    if producer_id != txn.producer_id:
+        return False
+    return epoch in (txn.producer_epoch, txn.last_producer_epoch)
+
+
+def _check_producer(txn: TxnMetadata | None, producer_id: int, epoch: int) -> int:
+    if txn is None or txn.state is TxnState.DEAD or txn.producer_id != producer_id:
+        return E.INVALID_PRODUCER_ID_MAPPING
+    if epoch != txn.producer_epoch:
+        return E.PRODUCER_FENCED
+    return E.NONE

@@ -1,0 +1,248 @@
+"""The transaction coordinator's state machine (data_plane.txn), in process: a store that
+keeps every saved value (to check what was durable when), and a marker writer that
+records what it was asked and can be held back."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import pytest
+
+from data_plane.protocol.errors import ErrorCode as E
+from data_plane.txn.coordinator import TransactionCoordinator
+from data_plane.txn.model import (
+    MAX_PRODUCER_EPOCH,
+    IllegalTransition,
+    TxnMetadata,
+    TxnPartition,
+    TxnState,
+)
+
+TENANT = 1
+P0, P1 = TxnPartition("topic-a", 0), TxnPartition("topic-b", 3)
+
+
+class Store:
+    def __init__(self) -> None:
+        self.saved: list[TxnMetadata] = []
+        self.rows: dict[tuple[int, str], TxnMetadata] = {}
+        self.next_id = 1000
+
+    def load_transaction(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None:
+        return self.rows.get((tenant_id, transactional_id))
+
+    def save_transaction(self, txn: TxnMetadata) -> None:
+        self.saved.append(txn)
+        self.rows[(txn.tenant_id, txn.transactional_id)] = txn
+
+    def allocate_producer_ids(self, count: int) -> int:
+        first, self.next_id = self.next_id, self.next_id + count
+        return first
+
+
+class Markers:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.written: list[tuple[str, int, int, bool, frozenset[TxnPartition]]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.fail = 0
+
+    async def write_markers(self, txn: TxnMetadata, commit: bool) -> None:
+        # The decision was durable before any marker is written.
+        assert self.store.rows[(txn.tenant_id, txn.transactional_id)] == txn
+        await self.gate.wait()
+        if self.fail:
+            self.fail -= 1
+            raise OSError("a leader is away")
+        self.written.append(
+            (txn.transactional_id, txn.producer_id, txn.producer_epoch, commit, txn.partitions)
+        )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+async def _in_thread(fn: Any, *args: Any) -> Any:
+    return fn(*args)
+
+
+def make(store: Store | None = None) -> tuple[TransactionCoordinator, Store, Markers, Clock]:
+    store = store or Store()
+    markers = Markers(store)
+    clock = Clock()
+    return TransactionCoordinator(store, _in_thread, markers, clock), store, markers, clock
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_a_new_id_gets_a_producer_id_and_each_init_bumps_the_epoch():
+    async def go():
+        c, store, _, _ = make()
+        assert await c.init_producer_id(TENANT, "orders-tx", 60_000) == (E.NONE, 1000, 0)
+        assert await c.init_producer_id(TENANT, "orders-tx", 60_000) == (E.NONE, 1000, 1)
+        assert await c.init_producer_id(2, "orders-tx", 60_000) == (
+            E.NONE,
+            1001,
+            0,
+        )  # tenants apart
+        assert [s.producer_epoch for s in store.saved] == [0, 1, 0]
+        txn = store.rows[(TENANT, "orders-tx")]
+        assert (txn.state, txn.last_producer_epoch) == (TxnState.EMPTY, 0)
+
+    run(go())
+
+
+def test_timeouts_above_the_maximum_are_refused():
+    async def go():
+        c, store, _, _ = make()
+        assert (await c.init_producer_id(TENANT, "t", 900_001))[0] == E.INVALID_TRANSACTION_TIMEOUT
+        assert (await c.init_producer_id(TENANT, "t", 0))[0] == E.INVALID_TRANSACTION_TIMEOUT
+        assert store.saved == []
+
+    run(go())
+
+
+def test_a_commit_writes_prepare_then_markers_then_complete():
+    async def go():
+        c, store, markers, _ = make()
+        _, pid, epoch = await c.init_producer_id(TENANT, "t", 60_000)
+        assert await c.add_partitions(TENANT, "t", pid, epoch, [P0]) == E.NONE
+        assert await c.add_partitions(TENANT, "t", pid, epoch, [P0, P1]) == E.NONE
+        assert await c.add_offsets(TENANT, "t", pid, epoch, "billing") == E.NONE
+        saves = len(store.saved)
+        assert await c.add_partitions(TENANT, "t", pid, epoch, [P1]) == E.NONE  # in already
+        assert len(store.saved) == saves  # nothing written for it
+        markers.gate.clear()
+        assert await c.end_txn(TENANT, "t", pid, epoch, commit=True) == E.NONE
+        assert store.rows[(TENANT, "t")].state is TxnState.PREPARE_COMMIT
+        # While the markers are written: the client waits, a retry is told to wait too.
+        assert await c.add_partitions(TENANT, "t", pid, epoch, [P0]) == E.CONCURRENT_TRANSACTIONS
+        assert await c.end_txn(TENANT, "t", pid, epoch, True) == E.CONCURRENT_TRANSACTIONS
+        assert await c.end_txn(TENANT, "t", pid, epoch, False) == E.INVALID_TXN_STATE
+        markers.gate.set()
+        await c.wait_completed(TENANT, "t")
+        assert markers.written == [("t", pid, epoch, True, frozenset({P0, P1}))]
+        done = store.rows[(TENANT, "t")]
+        assert (done.state, done.partitions, done.groups) == (
+            TxnState.COMPLETE_COMMIT,
+            frozenset(),
+            frozenset(),
+        )
+        assert await c.end_txn(TENANT, "t", pid, epoch, True) == E.NONE  # a late retry
+        assert await c.end_txn(TENANT, "t", pid, epoch, False) == E.INVALID_TXN_STATE
+        # The next transaction starts afresh.
+        assert await c.add_partitions(TENANT, "t", pid, epoch, [P1]) == E.NONE
+        assert store.rows[(TENANT, "t")].partitions == frozenset({P1})
+
+    run(go())
+
+
+def test_a_zombie_is_fenced_by_a_new_instance_and_its_transaction_aborted():
+    async def go():
+        c, store, markers, _ = make()
+        _, pid, old = await c.init_producer_id(TENANT, "t", 60_000)
+        assert await c.add_partitions(TENANT, "t", pid, old, [P0]) == E.NONE
+        markers.gate.clear()
+        # A new instance: the open transaction is aborted at a bumped epoch first.
+        assert (await c.init_producer_id(TENANT, "t", 60_000))[0] == E.CONCURRENT_TRANSACTIONS
+        assert store.rows[(TENANT, "t")].state is TxnState.PREPARE_ABORT
+        markers.gate.set()
+        await c.wait_completed(TENANT, "t")
+        assert markers.written == [("t", pid, old + 1, False, frozenset({P0}))]
+        assert await c.init_producer_id(TENANT, "t", 60_000) == (E.NONE, pid, old + 2)
+        # The zombie (old epoch) can neither add nor commit.
+        assert await c.add_partitions(TENANT, "t", pid, old, [P1]) == E.PRODUCER_FENCED
+        assert await c.end_txn(TENANT, "t", pid, old, True) == E.PRODUCER_FENCED
+        assert await c.end_txn(TENANT, "t", pid + 7, old + 2, True) == (
+            E.INVALID_PRODUCER_ID_MAPPING
+        )
+        assert await c.end_txn(TENANT, "unknown", pid, old, True) == E.INVALID_PRODUCER_ID_MAPPING
+
+    run(go())
+
+
+def test_kip360_a_producer_may_bump_its_own_epoch_and_no_one_elses():
+    async def go():
+        c, _, _, _ = make()
+        _, pid, epoch = await c.init_producer_id(TENANT, "t", 60_000)
+        assert await c.init_producer_id(TENANT, "t", 60_000, pid, epoch) == (E.NONE, pid, 1)
+        # Its retry (the answer was lost) names the epoch before the bump: allowed.
+        assert await c.init_producer_id(TENANT, "t", 60_000, pid, epoch) == (E.NONE, pid, 2)
+        assert (await c.init_producer_id(TENANT, "t", 60_000, pid, 0))[0] == E.PRODUCER_FENCED
+        assert (await c.init_producer_id(TENANT, "t", 60_000, pid + 1, 2))[0] == E.PRODUCER_FENCED
+
+    run(go())
+
+
+def test_an_exhausted_epoch_moves_to_a_new_producer_id():
+    async def go():
+        store = Store()
+        store.rows[(TENANT, "t")] = TxnMetadata(
+            TENANT, "t", 55, MAX_PRODUCER_EPOCH, MAX_PRODUCER_EPOCH - 1, 60_000, TxnState.EMPTY
+        )
+        c, _, _, _ = make(store)
+        assert await c.init_producer_id(TENANT, "t", 60_000) == (E.NONE, 1000, 0)
+
+    run(go())
+
+
+def test_an_expired_transaction_is_fenced_and_aborted():
+    async def go():
+        c, store, markers, clock = make()
+        _, pid, epoch = await c.init_producer_id(TENANT, "t", 10_000)
+        _, other, other_epoch = await c.init_producer_id(TENANT, "u", 60_000)
+        await c.add_partitions(TENANT, "t", pid, epoch, [P0])
+        await c.add_partitions(TENANT, "u", other, other_epoch, [P1])
+        clock.now += 10_000
+        assert await c.abort_expired() == []  # not past its timeout yet
+        clock.now += 1
+        assert await c.abort_expired() == ["t"]
+        await c.wait_completed(TENANT, "t")
+        assert markers.written == [("t", pid, epoch + 1, False, frozenset({P0}))]
+        assert store.rows[(TENANT, "t")].state is TxnState.COMPLETE_ABORT
+        assert await c.end_txn(TENANT, "t", pid, epoch, True) == E.PRODUCER_FENCED
+        assert store.rows[(TENANT, "u")].state is TxnState.ONGOING
+
+    run(go())
+
+
+def test_a_new_coordinator_finishes_a_decided_transaction_and_markers_are_retried():
+    async def go():
+        store = Store()
+        decided = TxnMetadata(
+            TENANT, "t", 9, 3, 2, 60_000, TxnState.PREPARE_COMMIT, frozenset({P0, P1})
+        )
+        store.rows[(TENANT, "t")] = decided
+        c, _, markers, _ = make(store)
+        markers.fail = 2  # the first two attempts meet a leader that moved
+        assert (await c.load(TENANT, "t")) == decided
+        await c.wait_completed(TENANT, "t")
+        assert markers.written == [("t", 9, 3, True, frozenset({P0, P1}))]
+        assert store.rows[(TENANT, "t")].state is TxnState.COMPLETE_COMMIT
+
+    run(go())
+
+
+def test_the_state_table_refuses_what_kafka_refuses():
+    txn = TxnMetadata(TENANT, "t", 1, 0, -1, 60_000, TxnState.EMPTY)
+    with pytest.raises(IllegalTransition):
+        txn.to(TxnState.PREPARE_COMMIT, 0)  # nothing to commit
+    ongoing = txn.to(TxnState.ONGOING, 1)
+    with pytest.raises(IllegalTransition):
+        ongoing.to(TxnState.COMPLETE_ABORT, 2)  # markers first
+    assert (
+        dataclasses.replace(ongoing, state=TxnState.PREPARE_ABORT)
+        .to(TxnState.COMPLETE_ABORT, 3)
+        .state
+        is TxnState.COMPLETE_ABORT
+    )
