@@ -8,6 +8,7 @@ from control_plane.brokerlink.credentials import DjangoCredentials
 from control_plane.brokerlink.groups import DjangoGroupStore
 from control_plane.brokerlink.metadata import DjangoMetadataSource
 from control_plane.brokerlink.registry import DjangoBrokerRegistry
+from control_plane.brokerlink.transactions import DjangoTransactionStore
 
 
 class DjangoMetadataStore(
@@ -17,6 +18,7 @@ class DjangoMetadataStore(
     DjangoAdmin,
     DjangoGroupStore,
     DjangoClientReports,
+    DjangoTransactionStore,
 ):
     """:class:`data_plane.broker.ports.MetadataStore` over the Django models.
 

@@ -68,6 +68,7 @@ from data_plane.topic_config import (
     validate_topic_configs,
     validate_topic_name,
 )
+from data_plane.txn.model import TxnMetadata
 
 MAX_PARTITIONS_PER_TOPIC = 10_000
 DEFAULT_TENANT = "default"
@@ -188,6 +189,7 @@ class MemoryStore:
         self._pruned_through = 0  # changes up to this version are no longer in the log
         self.audit_events: list[dict[str, Any]] = []
         self._client_uses: dict[tuple[Any, ...], ClientUse] = {}
+        self._transactions: dict[tuple[int, str], TxnMetadata] = {}
         # What snapshot() and changes_since() read, by (scope, tenant id): tests count it.
         self.reads: Counter[tuple[str, int | None]] = Counter()
 
@@ -1134,6 +1136,22 @@ class MemoryStore:
         with self._lock:
             after = {"principal": principal.name, **after}
             self._audit(principal, action, object_repr, object_type=object_type, after=after)
+
+    # --- transactions -----------------------------------------------------------------------
+
+    def load_transaction(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None:
+        with self._lock:
+            return self._transactions.get((tenant_id, transactional_id))
+
+    def save_transaction(self, txn: TxnMetadata) -> None:
+        with self._lock:
+            if txn.tenant_id not in self._tenants:
+                raise KeyError(f"no tenant {txn.tenant_id}")
+            self._transactions[(txn.tenant_id, txn.transactional_id)] = txn
+
+    def list_transactions(self, tenant_id: int) -> list[TxnMetadata]:
+        with self._lock:
+            return [t for k, t in sorted(self._transactions.items()) if k[0] == tenant_id]
 
     # --- client versions ------------------------------------------------------------------
 

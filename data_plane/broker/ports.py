@@ -9,6 +9,7 @@
 * :class:`GroupStore` (the group coordinator's, ``data_plane.groups.coordinator``):
   consumer groups and committed offsets.
 * :class:`ClientReports`: which client software and request versions tenants use.
+* :class:`TransactionStore`: the transaction coordinators' state (Step 13).
 
 :class:`MetadataStore` is all of them: what ``manage.py broker`` hands the broker.
 Implementations: the Django/Postgres adapters in ``control_plane.brokerlink`` and
@@ -29,6 +30,7 @@ from data_plane.broker.client_versions import ClientUse
 from data_plane.client_quotas import Entity
 from data_plane.groups.coordinator import GroupStore
 from data_plane.metadata.model import BrokerInfo, MetadataDelta, MetadataSnapshot, Principal
+from data_plane.txn.model import TxnMetadata
 
 __all__ = [
     "Admin",
@@ -40,6 +42,7 @@ __all__ = [
     "MetadataSource",
     "MetadataStore",
     "ScramCredentials",
+    "TransactionStore",
 ]
 
 
@@ -275,7 +278,29 @@ class ClientReports(Protocol):
         ...
 
 
+class TransactionStore(Protocol):
+    """The transaction coordinators' durable state (``data_plane.txn``), one value per
+    tenant and transactional id; producer ids come from ``allocate_producer_ids``."""
+
+    def load_transaction(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None: ...
+
+    def save_transaction(self, txn: TxnMetadata) -> None:
+        """Make ``txn`` the id's state, durably, before the coordinator answers."""
+        ...
+
+    def list_transactions(self, tenant_id: int) -> list[TxnMetadata]:
+        """Every transactional id of the tenant (ListTransactions), by id."""
+        ...
+
+
 class MetadataStore(
-    MetadataSource, Credentials, BrokerRegistry, Admin, GroupStore, ClientReports, Protocol
+    MetadataSource,
+    Credentials,
+    BrokerRegistry,
+    Admin,
+    GroupStore,
+    ClientReports,
+    TransactionStore,
+    Protocol,
 ):
     """Every port at once: what ``manage.py broker`` hands the broker."""

@@ -812,3 +812,30 @@ def test_client_reports_add_up_per_identity_and_version(world: World) -> None:
     assert got[("sarama", 12, False)].requests == 3
     assert [(r.api_version, r.requests) for r in world.store.reported_clients(b)] == [(9, 1)]
     assert world.store.reported_clients(999_999) == []
+
+
+def test_transaction_state_is_saved_loaded_and_kept_per_tenant(world: World) -> None:
+    from data_plane.txn.model import TxnMetadata, TxnPartition, TxnState
+
+    a, b = world.tenant(f"tx-{uuid.uuid4().hex[:6]}"), world.tenant(f"tx-{uuid.uuid4().hex[:6]}")
+    store = world.store
+    assert store.load_transaction(a, "orders-tx") is None
+    first = TxnMetadata(a, "orders-tx", 4000, 0, -1, 60_000, TxnState.EMPTY, updated_ms=5)
+    store.save_transaction(first)
+    assert store.load_transaction(a, "orders-tx") == first
+    ongoing = first.to(
+        TxnState.ONGOING,
+        9,
+        partitions=frozenset({TxnPartition(str(uuid.uuid4()), 2), TxnPartition("t", 0)}),
+        groups=frozenset({"billing"}),
+        start_ms=9,
+    )
+    store.save_transaction(ongoing)  # replaces the id's state
+    assert store.load_transaction(a, "orders-tx") == ongoing
+    other = TxnMetadata(b, "orders-tx", 4001, 3, 2, 1000, TxnState.COMPLETE_ABORT)
+    store.save_transaction(other)  # the same id in another tenant is another transaction
+    assert store.load_transaction(a, "orders-tx") == ongoing
+    assert store.load_transaction(b, "orders-tx") == other
+    store.save_transaction(TxnMetadata(a, "a-first", 4002, 0, -1, 1000, TxnState.EMPTY))
+    assert [t.transactional_id for t in store.list_transactions(a)] == ["a-first", "orders-tx"]
+    assert store.list_transactions(b) == [other]

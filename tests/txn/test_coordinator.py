@@ -43,8 +43,8 @@ class Store:
 
 
 class Markers:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: Any) -> None:
+        self.store = store  # any TxnStore: what it holds is checked before each write
         self.written: list[tuple[str, int, int, bool, frozenset[TxnPartition]]] = []
         self.gate = asyncio.Event()
         self.gate.set()
@@ -52,7 +52,7 @@ class Markers:
 
     async def write_markers(self, txn: TxnMetadata, commit: bool) -> None:
         # The decision was durable before any marker is written.
-        assert self.store.rows[(txn.tenant_id, txn.transactional_id)] == txn
+        assert self.store.load_transaction(txn.tenant_id, txn.transactional_id) == txn
         await self.gate.wait()
         if self.fail:
             self.fail -= 1
@@ -246,3 +246,25 @@ def test_the_state_table_refuses_what_kafka_refuses():
         .state
         is TxnState.COMPLETE_ABORT
     )
+
+
+def test_the_broker_stores_serve_the_coordinator():
+    """The in-memory MetadataStore (and so the contract-tested Django one) is a TxnStore:
+    a transaction goes through it and another coordinator reads the outcome."""
+    from data_plane.broker.memory_store import MemoryStore
+
+    async def go():
+        store = MemoryStore()
+        tenant = store.add_tenant("acme")
+        markers = Markers(store)
+        c = TransactionCoordinator(store, _in_thread, markers, Clock())
+        _, pid, epoch = await c.init_producer_id(tenant, "t", 60_000)
+        await c.add_partitions(tenant, "t", pid, epoch, [P0])
+        assert await c.end_txn(tenant, "t", pid, epoch, commit=False) == E.NONE
+        await c.wait_completed(tenant, "t")
+        again = TransactionCoordinator(store, _in_thread, markers, Clock())
+        loaded = await again.load(tenant, "t")
+        assert loaded is not None and loaded.state is TxnState.COMPLETE_ABORT
+        assert markers.written == [("t", pid, epoch, False, frozenset({P0}))]
+
+    run(go())
