@@ -151,6 +151,9 @@ class PartitionLog:
         # Transactions ended here by a marker not yet below the high watermark: (first
         # offset, marker offset). They hold the last stable offset back until then.
         self._completed: list[tuple[int, int]] = []
+        # False while no segment holds an aborted transaction: read_committed fetches
+        # (librdkafka's default) then skip the index lookups.
+        self._has_aborts = False
         self._lock = threading.RLock()
         self._unflushed_records = 0
         self._last_flush_ms = clock()
@@ -203,6 +206,7 @@ class PartitionLog:
         self.high_watermark = self.log_start_offset
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self._has_aborts = any(self.directory.glob("*" + TXN_INDEX_SUFFIX))
         self._restore_producers()
         marker.unlink(missing_ok=True)  # from now on, a crash is detectable
 
@@ -466,6 +470,7 @@ class PartitionLog:
             ongoing = self.producers.first_unstable_offset()
             lso = ongoing if ongoing is not None else h.base_offset + 1
             segment.txn_index.append(AbortedTxn(h.producer_id, first, h.base_offset, lso))
+            self._has_aborts = True
 
     @property
     def last_stable_offset(self) -> int:
@@ -486,6 +491,8 @@ class PartitionLog:
         offset: what a ``read_committed`` fetch returns with its records. Only segments from
         the one holding ``fetch_offset`` are read: an abort marker is indexed in the segment
         it is in, at or after the offsets it covers."""
+        if not self._has_aborts:
+            return []
         with self._lock:
             found: list[AbortedTxn] = []
             start = self._segment_index_for(max(fetch_offset, self.segments[0].base_offset))
