@@ -355,14 +355,18 @@ class PartitionLog:
         *,
         leader_epoch: int | None = None,
         assign_offsets: bool = True,
+        markers: bool = False,
     ) -> AppendInfo:
         """Append one or more batches atomically: all are validated before any is written.
 
         ``assign_offsets`` (producers): offsets are rewritten from the log end offset, and
         batches must be contiguous (record count = last offset delta + 1). Without it
         (replication, Step 5) the batches keep their offsets, which must start at the log
-        end offset. Raises :class:`InvalidRecordBatch` (log untouched) or
-        :class:`LogIOError` (log untouched, still readable).
+        end offset. Control batches (transaction markers) come from a transaction
+        coordinator (``markers``) or a leader's log (replication), never from a producer
+        (``control_batch``, as Kafka's "clients are not allowed to write control records").
+        Raises :class:`InvalidRecordBatch` (log untouched) or :class:`LogIOError` (log
+        untouched, still readable).
         """
         with self._lock:
             view = memoryview(data).cast("B")
@@ -370,7 +374,7 @@ class PartitionLog:
                 self.config.compression is not None or self.config.checks_timestamps
             ):
                 view = memoryview(self._apply_topic_rules(view)).cast("B")
-            headers = self._validate_all(view, assign_offsets)
+            headers = self._validate_all(view, assign_offsets, markers)
             first = headers[0]
             if assign_offsets and first.producer_id >= 0 and first.base_sequence >= 0:
                 duplicate = self.producers.check(
@@ -502,11 +506,15 @@ class PartitionLog:
                 found += segment.txn_index.collect(fetch_offset, upper_bound)
             return found
 
-    def _validate_all(self, view: memoryview, assign_offsets: bool) -> list[BatchHeader]:
+    def _validate_all(
+        self, view: memoryview, assign_offsets: bool, markers: bool = False
+    ) -> list[BatchHeader]:
         headers: list[BatchHeader] = []
         pos = 0
         while pos < len(view):
             header = validate_batch(view, pos)
+            if assign_offsets and header.is_control and not markers:
+                raise InvalidRecordBatch("control_batch", "clients may not write control batches")
             if header.size > self.config.max_message_bytes:
                 raise InvalidRecordBatch(
                     "too_large",

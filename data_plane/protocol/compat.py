@@ -256,7 +256,11 @@ FOOTER = """
 - **Transactions** are not served yet: FindCoordinator for a transactional id answers
   `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53), "transactions are not supported by this
   Millrace version", which is fatal to a transactional producer, so `init_transactions()`
-  fails at once instead of after its timeout. Idempotent producers are served.
+  fails at once instead of after its timeout. Idempotent producers are served. A Produce
+  carrying transactional batches is answered the same way (nothing is stored: a
+  transaction nobody ends would hold every read_committed reader of the partition), and
+  a control batch from a client is refused with `INVALID_RECORD` (87), as Kafka refuses
+  it: only a transaction coordinator writes markers.
 
 ## Clients tested
 

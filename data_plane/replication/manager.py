@@ -50,6 +50,7 @@ _REFUSED_BATCH = {
     "too_large": E.MESSAGE_TOO_LARGE,
     "no_key": E.INVALID_RECORD,
     "bad_timestamp": E.INVALID_TIMESTAMP,
+    "control_batch": E.INVALID_RECORD,
 }
 
 

@@ -55,11 +55,11 @@ def test_the_last_stable_offset_waits_for_open_transactions_and_their_markers(tm
     log.append(txn(8, 0))  # 5-6: producer 8's starts at 5
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 2
-    log.append(marker(7, COMMIT))  # 7
+    log.append(marker(7, COMMIT), markers=True)  # 7
     assert log.last_stable_offset == 2  # the marker is not below the high watermark yet
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 5  # producer 8's transaction is still open
-    log.append(marker(8, ABORT))  # 8
+    log.append(marker(8, ABORT), markers=True)  # 8
     log.update_high_watermark(8)
     assert log.last_stable_offset == 5
     log.update_high_watermark(9)
@@ -73,7 +73,7 @@ def test_the_last_stable_offset_waits_for_open_transactions_and_their_markers(tm
 def test_a_marker_without_a_transaction_here_changes_nothing(tmp_path):
     log = open_log(tmp_path / "p")
     log.append(batch(1))
-    log.append(marker(9, ABORT))
+    log.append(marker(9, ABORT), markers=True)
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 2
     assert log.aborted_transactions(0, 10) == []
@@ -82,7 +82,7 @@ def test_a_marker_without_a_transaction_here_changes_nothing(tmp_path):
 def test_the_index_file_has_kafkas_layout_and_survives_a_clean_restart(tmp_path):
     log = open_log(tmp_path / "p")
     log.append(txn(7, 0, n=3))  # 0-2
-    log.append(marker(7, ABORT))  # 3
+    log.append(marker(7, ABORT), markers=True)  # 3
     log.append(txn(7, 3, n=1))  # 4: its next transaction, still open
     (path,) = (tmp_path / "p").glob("*.txnindex")
     data = path.read_bytes()
@@ -101,7 +101,7 @@ def test_a_crash_rebuilds_open_transactions_and_the_index_from_the_log(tmp_path,
     log.append(txn(7, 0))  # 0-1
     log.roll()  # a snapshot at 2, with producer 7's transaction open from 0
     log.append(txn(8, 0))  # 2-3
-    log.append(marker(7, ABORT))  # 4
+    log.append(marker(7, ABORT), markers=True)  # 4
     log.append(txn(9, 0))  # 5-6
     log.flush()
     if index_lost:  # the replay finds the abort again; if kept, it is not indexed twice
@@ -111,8 +111,8 @@ def test_a_crash_rebuilds_open_transactions_and_the_index_from_the_log(tmp_path,
     log.update_high_watermark(log.log_end_offset)
     assert log.aborted_transactions(0, 7) == [AbortedTxn(7, 0, 4, 2)]  # 8's was open (2)
     assert log.last_stable_offset == 2
-    log.append(marker(8, COMMIT))
-    log.append(marker(9, COMMIT))
+    log.append(marker(8, COMMIT), markers=True)
+    log.append(marker(9, COMMIT), markers=True)
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == log.log_end_offset
 
@@ -120,14 +120,14 @@ def test_a_crash_rebuilds_open_transactions_and_the_index_from_the_log(tmp_path,
 def test_truncation_below_a_marker_opens_its_transaction_again(tmp_path):
     log = open_log(tmp_path / "p")
     log.append(txn(7, 0))  # 0-1
-    log.append(marker(7, ABORT))  # 2
+    log.append(marker(7, ABORT), markers=True)  # 2
     log.append(batch(1))  # 3
     assert log.aborted_transactions(0, 4) == [AbortedTxn(7, 0, 2, 3)]
     log.truncate_to(2)  # a follower cut back below the marker
     log.update_high_watermark(log.log_end_offset)
     assert log.aborted_transactions(0, 4) == []
     assert log.last_stable_offset == 0  # producer 7's transaction is open again
-    log.append(marker(7, COMMIT))  # the new leader's decision
+    log.append(marker(7, COMMIT), markers=True)  # the new leader's decision
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == 3
     assert log.aborted_transactions(0, 4) == []

@@ -28,7 +28,7 @@ from data_plane.protocol.messages import init_producer_id as init_producer_id_ap
 from data_plane.protocol.messages import produce
 from data_plane.protocol.messages import produce as produce_api
 from data_plane.protocol.types import Buffer
-from data_plane.records.batch import InvalidRecordBatch
+from data_plane.records.batch import BATCH_HEADER_SIZE, InvalidRecordBatch, read_header
 from data_plane.records.legacy import up_convert
 
 logger = logging.getLogger("millrace.broker")
@@ -68,6 +68,11 @@ async def handle_produce(
                 code = E.TOPIC_AUTHORIZATION_FAILED
             elif records is None:
                 code = E.CORRUPT_MESSAGE
+            elif not legacy and _has_transactional_batch(records):
+                # Kafka's answer to transactional batches without an authorized
+                # transactional id; transactions are not served yet (Step 13), so none is.
+                code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                message = "transactions are not supported by this Millrace version"
             elif svc.tenants.tenant_over_storage(tenant_id):
                 code, message = E.POLICY_VIOLATION, "tenant storage limit reached"
             elif legacy:
@@ -125,6 +130,24 @@ async def handle_produce(
     if leaders:
         answer["node_endpoints"] = leader_endpoints(ctx, leaders)
     return answer
+
+
+def _has_transactional_batch(records: Buffer) -> bool:
+    """Whether a batch in ``records`` has the transactional bit (headers only: the log
+    validates the batches, so a malformed set is left to it)."""
+    view = memoryview(records).cast("B")
+    pos = 0
+    while pos + BATCH_HEADER_SIZE <= len(view):
+        try:
+            header = read_header(view, pos)
+        except InvalidRecordBatch:
+            return False
+        if header.is_transactional:
+            return True
+        if header.size <= 0:
+            return False
+        pos += header.size
+    return False
 
 
 async def handle_init_producer_id(
