@@ -154,6 +154,9 @@ class PartitionLog:
         # False while no segment holds an aborted transaction: read_committed fetches
         # (librdkafka's default) then skip the index lookups.
         self._has_aborts = False
+        # Whether a transactional batch or marker was appended or replayed since open: a
+        # truncation then rebuilds the producer state by replay, else it just forgets.
+        self._transactional = False
         self._lock = threading.RLock()
         self._unflushed_records = 0
         self._last_flush_ms = clock()
@@ -454,6 +457,8 @@ class PartitionLog:
         """Producer state after batch ``h`` (appended to or replayed from ``segment``): its
         sequence, and for transactions (Step 13) where one starts and where it ends; an
         aborted one is added to the segment's aborted-transaction index."""
+        if h.is_transactional:
+            self._transactional = True
         if kind is None:
             if h.base_sequence >= 0:
                 self.producers.record(
@@ -815,9 +820,12 @@ class PartitionLog:
             write_int(self.directory / RECOVERY_POINT, self.recovery_point)
             self.leader_epochs.truncate_from_end(self.log_end_offset)
             self._drop_snapshots_after(self.log_end_offset)
-            # Rebuilt from a snapshot before the cut: a transaction whose marker was cut is
-            # open again, one that began after the cut is gone (as Kafka reloads it).
-            self._restore_producers()
+            if self._transactional or self.producers.first_unstable_offset() is not None:
+                # Rebuilt from a snapshot before the cut: a transaction whose marker was
+                # cut is open again, one that began after it is gone (as Kafka reloads it).
+                self._restore_producers()
+            else:  # no transactions here: only sequences to forget (no replay)
+                self.producers.forget_from(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and continue at ``offset`` (a follower behind the leader's

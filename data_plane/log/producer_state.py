@@ -153,6 +153,21 @@ class ProducerStateManager:
             for pid, e in sorted(self._producers.items())
         ]
 
+    def forget_from(self, offset: int) -> None:
+        """Drop what truncation removed (batches at or after ``offset``), for a log that
+        holds no transactions: a transaction's start or end may have been cut, which
+        only a replay can tell (``PartitionLog`` replays then)."""
+        if self._open:
+            raise ValueError("forget_from on a log with open transactions")
+        for producer_id in list(self._producers):
+            entry = self._producers[producer_id]
+            kept = [b for b in entry.batches if b[2] < offset]
+            if not kept:
+                del self._producers[producer_id]
+                continue
+            entry.batches = deque(kept, maxlen=MAX_REMEMBERED_BATCHES)
+            entry.last_sequence = kept[-1][1]
+
     def to_json(self) -> bytes:
         return json.dumps(
             {

@@ -141,3 +141,15 @@ def test_an_open_transaction_is_kept_in_producer_snapshots():
     assert again.first_unstable_offset() == 10
     assert again.end_transaction(7) == 10
     assert again.first_unstable_offset() is None
+
+
+def test_truncation_after_a_restart_with_a_transaction_open_replays(tmp_path):
+    log = open_log(tmp_path / "p")
+    log.append(batch(1))  # 0
+    log.append(txn(7, 0))  # 1-2, left open
+    log.close()  # the snapshot holds the open transaction; nothing is replayed on open
+    log = open_log(tmp_path / "p")
+    log.append(batch(1))  # 3
+    log.truncate_to(1)  # cuts the open transaction's batches
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == log.log_end_offset == 1
