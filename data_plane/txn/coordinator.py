@@ -150,7 +150,7 @@ class TransactionCoordinator:
                 )
                 await self._save(txn)
                 return E.NONE, txn.producer_id, txn.producer_epoch
-            if txn.state.preparing or txn.state is TxnState.PREPARE_EPOCH_FENCE:
+            if txn.state.deciding:
                 return E.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             if expected_producer_id != NO_PRODUCER_ID and not _is_current(
                 txn, expected_producer_id, expected_epoch
@@ -213,24 +213,21 @@ class TransactionCoordinator:
             if error != E.NONE:
                 return error
             assert txn is not None
-            if txn.state.preparing or txn.state is TxnState.PREPARE_EPOCH_FENCE:
+            if txn.state.deciding:
                 return E.CONCURRENT_TRANSACTIONS
-            groups = txn.groups | {group} if group is not None else txn.groups
-            if (
-                txn.state is TxnState.ONGOING
-                and partitions <= txn.partitions
-                and groups == txn.groups
-            ):
-                return E.NONE
-            now = self.clock()
+            groups = frozenset({group}) if group is not None else frozenset()
             starting = txn.state is not TxnState.ONGOING
+            if not starting and partitions <= txn.partitions and groups <= txn.groups:
+                return E.NONE  # all in already: nothing to write
+            now = self.clock()
+            if not starting:  # adding to the transaction in progress
+                partitions, groups = txn.partitions | partitions, txn.groups | groups
             await self._save(
                 txn.to(
                     TxnState.ONGOING,
                     now,
-                    partitions=(frozenset() if starting else txn.partitions) | partitions,
-                    groups=(frozenset() if starting else txn.groups)
-                    | ({group} if group is not None else frozenset()),
+                    partitions=partitions,
+                    groups=groups,
                     start_ms=now if starting else txn.start_ms,
                 )
             )

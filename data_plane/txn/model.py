@@ -49,6 +49,11 @@ class TxnState(Enum):
         return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
     @property
+    def deciding(self) -> bool:
+        """A decision or a fence is under way: requests wait (CONCURRENT_TRANSACTIONS)."""
+        return self.preparing or self is TxnState.PREPARE_EPOCH_FENCE
+
+    @property
     def complete(self) -> bool:
         """No transaction in progress: a new one may start."""
         return self in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
