@@ -9,6 +9,7 @@ answers to a tenant's own key.
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -94,7 +95,13 @@ def test_an_operator_creates_a_topic_and_partitions_where_it_says(cluster, djang
 
     # The tenant's own clients see the placement and use the topic as any other.
     tenant_admin = admin_for(env, {**confluent_conf(env, env.admin_a)}, warm=False)
+    # The broker asked may learn of the fourth partition a moment after the controller
+    # answered; ask until it shows all four (bounded).
+    deadline = time.monotonic() + 20
     described = tenant_admin.list_topics(name, timeout=20).topics[name].partitions
+    while len(described) < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        described = tenant_admin.list_topics(name, timeout=20).topics[name].partitions
     assert [described[i].replicas for i in range(4)] == [[2, 1], [1, 2], [2, 1], [1, 2]]
     assert [described[i].leader for i in range(4)] == [2, 1, 2, 1]
     producer = Producer(confluent_conf(env, env.admin_a, **{"acks": "all"}))
