@@ -357,6 +357,15 @@ MILLRACE_BROKER_CLIENT_REPORT_SECONDS = envint(
     "MILLRACE_BROKER_CLIENT_REPORT_SECONDS", 60, minimum=1
 )
 MILLRACE_CLIENT_VERSIONS_KEEP_DAYS = envint("MILLRACE_CLIENT_VERSIONS_KEEP_DAYS", 30, minimum=1)
+# Transactions, with Kafka's names and defaults: the longest transaction.timeout.ms a
+# producer may ask for, and how often coordinators abort transactions open for longer
+# than their timeout.
+MILLRACE_TRANSACTION_MAX_TIMEOUT_MS = envint(
+    "MILLRACE_TRANSACTION_MAX_TIMEOUT_MS", 900_000, minimum=1
+)
+MILLRACE_TRANSACTION_ABORT_CHECK_INTERVAL_MS = envint(
+    "MILLRACE_TRANSACTION_ABORT_CHECK_INTERVAL_MS", 10_000, minimum=10
+)
 # Consumer groups, with Kafka's names and defaults (group.*, offsets.retention.minutes).
 MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS = envint(
     "MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS", 6_000, minimum=1

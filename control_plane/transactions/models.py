@@ -26,6 +26,7 @@ class TransactionState(models.Model):
     groups = models.JSONField(default=list)  # consumer group ids (AddOffsetsToTxn)
     start_ms = models.BigIntegerField(default=-1)
     updated_ms = models.BigIntegerField(default=-1)
+    version = models.BigIntegerField(default=0)  # compare-and-set by coordinators
 
     class Meta:
         constraints = [
@@ -33,6 +34,37 @@ class TransactionState(models.Model):
                 fields=["tenant", "transactional_id"], name="transaction_unique_id"
             )
         ]
+        indexes = [models.Index(fields=["state"], name="transaction_state")]
 
     def __str__(self) -> str:
         return f"{self.transactional_id} ({self.state}, producer {self.producer_id})"
+
+
+class PendingTxnOffset(models.Model):
+    """An offset committed inside a transaction (TxnOffsetCommit), invisible to the group
+    until the transaction commits (then it becomes a ``CommittedOffset``) and dropped if
+    it aborts. One row per group, producer and partition: a later commit in the same
+    transaction replaces it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="pending_offsets")
+    group_id = models.CharField(max_length=255)
+    producer_id = models.BigIntegerField()
+    topic = models.CharField(max_length=255)  # by name, as the group's offsets are kept
+    partition = models.IntegerField()
+    offset = models.BigIntegerField()
+    leader_epoch = models.IntegerField(default=-1)
+    metadata = models.TextField(null=True, blank=True)  # noqa: DJ001 (Kafka's null metadata)
+    commit_ms = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "group_id", "producer_id", "topic", "partition"],
+                name="pending_txn_offset_unique",
+            )
+        ]
+        indexes = [models.Index(fields=["tenant", "group_id"], name="pending_txn_offset_group")]
+
+    def __str__(self) -> str:
+        where = f"{self.topic}-{self.partition}@{self.offset}"
+        return f"{self.group_id} {where} (producer {self.producer_id})"

@@ -32,6 +32,10 @@ class BrokerConfig:
     maintenance_seconds: float = 30.0
     # How often the client software and request versions seen are reported to the store.
     client_report_seconds: float = 60.0
+    # Transactions (Kafka's transaction.max.timeout.ms and
+    # transaction.abort.timed.out.transaction.cleanup.interval.ms).
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_check_seconds: float = 10.0
     extra_log_settings: dict[str, Any] = field(default_factory=dict)
     groups: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     # Kafka's group.coordinator.rebalance.protocols: "consumer" serves KIP-848 groups.

@@ -190,6 +190,8 @@ class MemoryStore:
         self.audit_events: list[dict[str, Any]] = []
         self._client_uses: dict[tuple[Any, ...], ClientUse] = {}
         self._transactions: dict[tuple[int, str], TxnMetadata] = {}
+        # Offsets of transactions not yet ended, by (tenant, group, producer id).
+        self._staged_offsets: dict[tuple[int, str, int], dict[tuple[str, int], OffsetRecord]] = {}
         # What snapshot() and changes_since() read, by (scope, tenant id): tests count it.
         self.reads: Counter[tuple[str, int | None]] = Counter()
 
@@ -1143,15 +1145,60 @@ class MemoryStore:
         with self._lock:
             return self._transactions.get((tenant_id, transactional_id))
 
-    def save_transaction(self, txn: TxnMetadata) -> None:
+    def save_transaction(self, txn: TxnMetadata) -> bool:
         with self._lock:
             if txn.tenant_id not in self._tenants:
                 raise KeyError(f"no tenant {txn.tenant_id}")
-            self._transactions[(txn.tenant_id, txn.transactional_id)] = txn
+            key = (txn.tenant_id, txn.transactional_id)
+            stored = self._transactions.get(key)
+            if (stored.version if stored is not None else -1) != txn.version - 1:
+                return False
+            self._transactions[key] = txn
+            return True
 
     def list_transactions(self, tenant_id: int) -> list[TxnMetadata]:
         with self._lock:
             return [t for k, t in sorted(self._transactions.items()) if k[0] == tenant_id]
+
+    def unfinished_transactions(self) -> list[TxnMetadata]:
+        with self._lock:
+            return [t for t in self._transactions.values() if t.state.unfinished]
+
+    def stage_txn_offsets(
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        group_id: str,
+        offsets: list[OffsetRecord],
+        check: Callable[[TxnMetadata | None], int],
+    ) -> int:
+        with self._lock:
+            error = check(self._transactions.get((tenant_id, transactional_id)))
+            if error:
+                return error
+            staged = self._staged_offsets.setdefault((tenant_id, group_id, producer_id), {})
+            now_ms = int(self.clock() * 1000)
+            for o in offsets:
+                staged[(o.topic, o.partition)] = replace(o, commit_ms=o.commit_ms or now_ms)
+            return 0
+
+    def settle_txn_offsets(
+        self, tenant_id: int, group_id: str, producer_id: int, commit: bool
+    ) -> None:
+        with self._lock:
+            staged = self._staged_offsets.pop((tenant_id, group_id, producer_id), {})
+            if commit and staged:
+                self.commit_offsets(tenant_id, group_id, list(staged.values()))
+
+    def pending_txn_partitions(self, tenant_id: int, group_id: str) -> set[tuple[str, int]]:
+        with self._lock:
+            return {
+                tp
+                for (tid, gid, _), staged in self._staged_offsets.items()
+                if (tid, gid) == (tenant_id, group_id)
+                for tp in staged
+            }
 
     # --- client versions ------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from data_plane.broker.client_versions import ClientUse
 from data_plane.client_quotas import Entity
 from data_plane.groups.coordinator import GroupStore
+from data_plane.groups.model import OffsetRecord
 from data_plane.metadata.model import BrokerInfo, MetadataDelta, MetadataSnapshot, Principal
 from data_plane.txn.model import TxnMetadata
 
@@ -284,12 +285,47 @@ class TransactionStore(Protocol):
 
     def load_transaction(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None: ...
 
-    def save_transaction(self, txn: TxnMetadata) -> None:
-        """Make ``txn`` the id's state, durably, before the coordinator answers."""
+    def save_transaction(self, txn: TxnMetadata) -> bool:
+        """Make ``txn`` the id's state, durably, before the coordinator answers, if what
+        is stored is its previous version (``txn.version - 1``; nothing stored counts as
+        -1); else store nothing and say False (another coordinator wrote meanwhile)."""
         ...
 
     def list_transactions(self, tenant_id: int) -> list[TxnMetadata]:
         """Every transactional id of the tenant (ListTransactions), by id."""
+        ...
+
+    def unfinished_transactions(self) -> list[TxnMetadata]:
+        """Every tenant's ids with a transaction in progress or being decided (their
+        coordinators take them over and finish or time them out)."""
+        ...
+
+    def stage_txn_offsets(
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        group_id: str,
+        offsets: list[OffsetRecord],
+        check: Callable[[TxnMetadata | None], int],
+    ) -> int:
+        """Keep a transaction's offset commits (TxnOffsetCommit) apart from the group's
+        offsets until the transaction ends; a partition staged again is replaced. Only if
+        ``check`` of the id's stored state says 0, with that state held still meanwhile
+        (a transaction being decided cannot miss offsets staged as it is); else nothing
+        is staged and ``check``'s error is returned."""
+        ...
+
+    def settle_txn_offsets(
+        self, tenant_id: int, group_id: str, producer_id: int, commit: bool
+    ) -> None:
+        """The transaction ended: on commit its staged offsets become the group's (in one
+        store transaction), on abort they are dropped. Settling twice does nothing."""
+        ...
+
+    def pending_txn_partitions(self, tenant_id: int, group_id: str) -> set[tuple[str, int]]:
+        """The (topic, partition)s with offsets staged by transactions not yet ended
+        (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
         ...
 
 

@@ -48,12 +48,14 @@ from data_plane.broker.metadata_cache import MetadataCache, Refresh
 from data_plane.broker.metrics import BrokerMetrics, BrokerState, HealthServer
 from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
+from data_plane.broker.txn_markers import BrokerMarkerWriter
 from data_plane.groups.consumer_group import ConsumerGroupCoordinator
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.log.config import LogConfig
 from data_plane.log.manager import LogManager
 from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, TopicInfo
 from data_plane.replication.manager import ReplicaManager
+from data_plane.txn.coordinator import TransactionCoordinator
 
 logger = logging.getLogger("millrace.broker")
 T = TypeVar("T")
@@ -108,6 +110,20 @@ class Broker:
             self.metrics,
             lambda: self.snapshot.brokers,
         )
+        self.txn_markers = BrokerMarkerWriter(
+            config.broker_id,
+            lambda: self.snapshot,
+            self.replicas,
+            config.internal_password,
+            self.refresh_metadata,
+        )
+        self.transactions = TransactionCoordinator(
+            store,
+            self.call_store,
+            self.txn_markers,
+            clock=lambda: int(time.time() * 1000),
+            max_timeout_ms=config.transaction_max_timeout_ms,
+        )
         # What handlers may use: narrow views of this broker and its services.
         self.services = Services(
             metadata=self,
@@ -120,6 +136,7 @@ class Broker:
             consumer_groups=self.consumer_groups,
             quotas=self.quotas,
             metrics=self.metrics,
+            transactions=self.transactions,
             consumer_protocol="consumer" in config.group_protocols,
         )
         self.metrics.info.labels(str(config.broker_id)).set(1)
@@ -189,6 +206,7 @@ class Broker:
             asyncio.create_task(self.replicas.checkpoint_loop()),
             asyncio.create_task(self._loop_watch()),
             asyncio.create_task(self._report_clients_loop()),
+            asyncio.create_task(self._transactions_loop()),
         ]
         self._ready = True
         logger.info(
@@ -373,6 +391,7 @@ class Broker:
             self._health.stop()
         self.groups.close()
         self.consumer_groups.close()
+        await asyncio.to_thread(self.txn_markers.close)
         await self.groups.flush()
         await self.consumer_groups.flush()
         with contextlib.suppress(Exception):  # the last counts: best effort, as on a crash
@@ -411,6 +430,17 @@ class Broker:
             return None
         index = zlib.crc32(f"{tenant_id}/{group_id}".encode()) % len(brokers)
         return brokers[index]
+
+    def transaction_coordinator_for(
+        self, tenant_id: int, transactional_id: str
+    ) -> BrokerInfo | None:
+        """The broker that coordinates a transactional id: placed as groups are, over a
+        key of its own (a group and a transactional id of one name are unrelated)."""
+        return self.coordinator_for(tenant_id, f"\x00txn\x00{transactional_id}")
+
+    def owns_transaction(self, tenant_id: int, transactional_id: str) -> bool:
+        owner = self.transaction_coordinator_for(tenant_id, transactional_id)
+        return owner is not None and owner.id == self.config.broker_id
 
     def broker_metadata(self, tls: bool = False) -> dict[str, Any]:
         host, port = self.tls_endpoint() if tls else (None, None)
@@ -615,6 +645,25 @@ class Broker:
             self.client_versions.restore(uses)
             return 0
         return len(uses)
+
+    async def _transactions_loop(self) -> None:
+        """Take over the unfinished transactions of the ids placed here (finishing the
+        decided ones, timing out the rest), drop what is held of ids placed elsewhere,
+        and abort transactions open longer than their timeout."""
+        while True:
+            try:
+                await self.adopt_transactions()
+                await self.transactions.abort_expired()
+            except Exception:
+                logger.warning("transaction coordinator check failed", exc_info=True)
+            await asyncio.sleep(self.config.transaction_abort_check_seconds)
+
+    async def adopt_transactions(self) -> None:
+        self.transactions.forget(self.owns_transaction)
+        unfinished = await self.call_store(self.store.unfinished_transactions)
+        for txn in unfinished:
+            if self.owns_transaction(txn.tenant_id, txn.transactional_id):
+                await self.transactions.load(txn.tenant_id, txn.transactional_id)
 
     async def _report_clients_loop(self) -> None:
         while True:

@@ -142,6 +142,12 @@ class ProducerStateManager:
         self._open.pop(producer_id, None)
         return first
 
+    def in_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Whether the producer, at this epoch, has a transaction open here (its later
+        batches in the transaction need no check with the coordinator)."""
+        entry = self._producers.get(producer_id)
+        return producer_id in self._open and entry is not None and entry.epoch == epoch
+
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest transaction still open here."""
         return min(self._open.values()) if self._open else None

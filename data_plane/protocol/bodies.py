@@ -919,6 +919,176 @@ class OffsetForLeaderEpochResponse(TypedDict, total=False):
     topics: list[OffsetForLeaderEpochResponseTopics]
 
 
+class AddPartitionsToTxnRequestV3AndBelowTopics(TypedDict):
+    """An element of ``AddPartitionsToTxnRequest.v3_and_below_topics``."""
+
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequest(TypedDict):
+    """AddPartitionsToTxn request (API key 24), v0-3."""
+
+    v3_and_below_transactional_id: str
+    v3_and_below_producer_id: int
+    v3_and_below_producer_epoch: int
+    v3_and_below_topics: list[AddPartitionsToTxnRequestV3AndBelowTopics]
+
+
+class AddPartitionsToTxnResponseResultsByPartition(TypedDict, total=False):
+    """An element of ``AddPartitionsToTxnResponseResultsByTopicV3AndBelow.results_by_partition``."""
+
+    partition_index: int
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseResultsByTopicV3AndBelow(TypedDict, total=False):
+    """An element of ``AddPartitionsToTxnResponse.results_by_topic_v3_and_below``."""
+
+    name: str
+    results_by_partition: list[AddPartitionsToTxnResponseResultsByPartition]
+
+
+class AddPartitionsToTxnResponse(TypedDict, total=False):
+    """AddPartitionsToTxn response (API key 24), v0-3."""
+
+    throttle_time_ms: int
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponseResultsByTopicV3AndBelow]
+
+
+class AddOffsetsToTxnRequest(TypedDict):
+    """AddOffsetsToTxn request (API key 25), v0-4."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class AddOffsetsToTxnResponse(TypedDict, total=False):
+    """AddOffsetsToTxn response (API key 25), v0-4."""
+
+    throttle_time_ms: int
+    error_code: int
+
+
+class EndTxnRequest(TypedDict):
+    """EndTxn request (API key 26), v0-4."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+class EndTxnResponse(TypedDict, total=False):
+    """EndTxn response (API key 26), v0-4."""
+
+    throttle_time_ms: int
+    error_code: int
+
+
+class WriteTxnMarkersRequestTopics(TypedDict):
+    """An element of ``WriteTxnMarkersRequestMarkers.topics``."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class WriteTxnMarkersRequestMarkers(TypedDict):
+    """An element of ``WriteTxnMarkersRequest.markers``."""
+
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: list[WriteTxnMarkersRequestTopics]
+    coordinator_epoch: int
+    transaction_version: NotRequired[int]  # v2+
+
+
+class WriteTxnMarkersRequest(TypedDict):
+    """WriteTxnMarkers request (API key 27), v1-2."""
+
+    markers: list[WriteTxnMarkersRequestMarkers]
+
+
+class WriteTxnMarkersResponsePartitions(TypedDict, total=False):
+    """An element of ``WriteTxnMarkersResponseTopics.partitions``."""
+
+    partition_index: int
+    error_code: int
+
+
+class WriteTxnMarkersResponseTopics(TypedDict, total=False):
+    """An element of ``WriteTxnMarkersResponseMarkers.topics``."""
+
+    name: str
+    partitions: list[WriteTxnMarkersResponsePartitions]
+
+
+class WriteTxnMarkersResponseMarkers(TypedDict, total=False):
+    """An element of ``WriteTxnMarkersResponse.markers``."""
+
+    producer_id: int
+    topics: list[WriteTxnMarkersResponseTopics]
+
+
+class WriteTxnMarkersResponse(TypedDict, total=False):
+    """WriteTxnMarkers response (API key 27), v1-2."""
+
+    markers: list[WriteTxnMarkersResponseMarkers]
+
+
+class TxnOffsetCommitRequestPartitions(TypedDict):
+    """An element of ``TxnOffsetCommitRequestTopics.partitions``."""
+
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: NotRequired[int]  # v2+
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestTopics(TypedDict):
+    """An element of ``TxnOffsetCommitRequest.topics``."""
+
+    name: str
+    partitions: list[TxnOffsetCommitRequestPartitions]
+
+
+class TxnOffsetCommitRequest(TypedDict):
+    """TxnOffsetCommit request (API key 28), v0-5."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: NotRequired[int]  # v3+
+    member_id: NotRequired[str]  # v3+
+    group_instance_id: NotRequired[str | None]  # v3+
+    topics: list[TxnOffsetCommitRequestTopics]
+
+
+class TxnOffsetCommitResponsePartitions(TypedDict, total=False):
+    """An element of ``TxnOffsetCommitResponseTopics.partitions``."""
+
+    partition_index: int
+    error_code: int
+
+
+class TxnOffsetCommitResponseTopics(TypedDict, total=False):
+    """An element of ``TxnOffsetCommitResponse.topics``."""
+
+    name: str
+    partitions: list[TxnOffsetCommitResponsePartitions]
+
+
+class TxnOffsetCommitResponse(TypedDict, total=False):
+    """TxnOffsetCommit response (API key 28), v0-5."""
+
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponseTopics]
+
+
 class DescribeAclsRequest(TypedDict):
     """DescribeAcls request (API key 29), v0-3."""
 
@@ -1624,6 +1794,65 @@ class DescribeProducersResponse(TypedDict, total=False):
 
     throttle_time_ms: int
     topics: list[DescribeProducersResponseTopics]
+
+
+class DescribeTransactionsRequest(TypedDict):
+    """DescribeTransactions request (API key 65), v0-0."""
+
+    transactional_ids: list[str]
+
+
+class DescribeTransactionsResponseTopics(TypedDict, total=False):
+    """An element of ``DescribeTransactionsResponseTransactionStates.topics``."""
+
+    topic: str
+    partitions: list[int]
+
+
+class DescribeTransactionsResponseTransactionStates(TypedDict, total=False):
+    """An element of ``DescribeTransactionsResponse.transaction_states``."""
+
+    error_code: int
+    transactional_id: str
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    topics: list[DescribeTransactionsResponseTopics]
+
+
+class DescribeTransactionsResponse(TypedDict, total=False):
+    """DescribeTransactions response (API key 65), v0-0."""
+
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponseTransactionStates]
+
+
+class ListTransactionsRequest(TypedDict):
+    """ListTransactions request (API key 66), v0-2."""
+
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: NotRequired[int]  # v1+
+    transactional_id_pattern: NotRequired[str | None]  # v2+
+
+
+class ListTransactionsResponseTransactionStates(TypedDict, total=False):
+    """An element of ``ListTransactionsResponse.transaction_states``."""
+
+    transactional_id: str
+    producer_id: int
+    transaction_state: str
+
+
+class ListTransactionsResponse(TypedDict, total=False):
+    """ListTransactions response (API key 66), v0-2."""
+
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponseTransactionStates]
 
 
 class ConsumerGroupHeartbeatRequestTopicPartitions(TypedDict):

@@ -26,6 +26,7 @@ KAFKA4_MIN_VERSION = {
     19: 2,  # CreateTopics
     20: 1,  # DeleteTopics
     23: 2,  # OffsetForLeaderEpoch
+    27: 1,  # WriteTxnMarkers (between brokers; Millrace's send v1)
     29: 1,  # DescribeAcls
     30: 1,  # CreateAcls
     31: 1,  # DeleteAcls
@@ -253,14 +254,22 @@ FOOTER = """
   what it read; at 0 it reads up to the high watermark with `aborted_transactions` null.
   ListOffsets v2+ at read_committed answers LATEST with the last stable offset. Without
   transactions in a partition the two are the same.
-- **Transactions** are not served yet: FindCoordinator for a transactional id answers
-  `TRANSACTIONAL_ID_AUTHORIZATION_FAILED` (53), "transactions are not supported by this
-  Millrace version", which is fatal to a transactional producer, so `init_transactions()`
-  fails at once instead of after its timeout. Idempotent producers are served. A Produce
-  carrying transactional batches is answered the same way (nothing is stored: a
-  transaction nobody ends would hold every read_committed reader of the partition), and
-  a control batch from a client is refused with `INVALID_RECORD` (87), as Kafka refuses
-  it: only a transaction coordinator writes markers.
+- **Transactions** (KIP-98) are served: FindCoordinator key type 1, InitProducerId with
+  a transactional id, AddPartitionsToTxn v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn
+  v0-4, WriteTxnMarkers (brokers only), DescribeTransactions and ListTransactions. Not
+  yet: transactions V2 (KIP-890 part 2: EndTxn v5 and the `transaction.version` feature;
+  clients use V1 when the broker does not finalize it) and AddPartitionsToTxn v4-5 (the
+  brokers' verification requests; leaders here verify against the metadata store
+  instead). A Produce with transactional batches needs the request's transactional id
+  with Write on it (else `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, 53), and the
+  producer's first batch in a partition in each transaction is checked against the
+  coordinator's stored state (KIP-890 part 1): a partition not added to a transaction
+  in progress is refused with `INVALID_TXN_STATE` (48), an older epoch with
+  `INVALID_PRODUCER_EPOCH` (47), and nothing is stored. A control batch from a client is
+  refused with `INVALID_RECORD` (87), as Kafka refuses it: only markers from a
+  transaction coordinator are written. OffsetFetch v7+ with `require_stable` answers
+  `UNSTABLE_OFFSET_COMMIT` (88) for a partition whose offsets a transaction not yet
+  decided holds.
 
 ## Clients tested
 

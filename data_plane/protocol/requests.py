@@ -69,7 +69,7 @@ class Unsupported(Exception):
 def parse_request(frame: Buffer) -> Request:
     key, version, correlation = peek_api(frame)
     api = APIS.get(key)
-    if api is None or not in_range(version, api.request.valid):
+    if api is None or not in_range(version, api.served):
         raise Unsupported(key, version, correlation, peek_client_id(frame))
     flexible = api.request.is_flexible(version)
     header = read_request_header(frame, request_header_version(flexible))

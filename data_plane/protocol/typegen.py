@@ -134,15 +134,19 @@ class _Generator:
     def __init__(self) -> None:
         self.classes: list[_Class] = []
         self.names: set[str] = set()
+        self._top: int | None = None  # the highest version served of the message at hand
 
-    def message(self, msg: Message) -> None:
+    def message(self, msg: Message, served: Versions) -> None:
+        """The bodies of ``msg`` at the versions ``served`` (a field no served version
+        lacks is required)."""
         prefix = f"{msg.name}{msg.kind.capitalize()}"
         short: dict[str, list[tuple[str, ...]]] = {}
-        self._paths(msg.fields, msg.valid, (), short)
+        self._paths(msg.fields, served, (), short)
         clashing = {name for name, paths in short.items() if len(paths) > 1}
-        lo, hi = msg.valid
+        lo, hi = served
         doc = f"{msg.name} {msg.kind} (API key {msg.api_key}), v{lo}-{hi}."
-        self._struct(msg, prefix, prefix, doc, msg.fields, msg.valid, (), clashing)
+        self._top = hi
+        self._struct(msg, prefix, prefix, doc, msg.fields, served, (), clashing)
 
     def _paths(
         self,
@@ -172,7 +176,7 @@ class _Generator:
     ) -> None:
         assert name not in self.names, f"two bodies would be named {name}"
         self.names.add(name)
-        top = msg.valid[1]
+        top = self._top
         is_request = msg.kind == "request"
         lines: list[str] = []
         for f in fields:
@@ -258,8 +262,8 @@ def _field_lines(name: str, annotation: str, note: str) -> list[str]:
 def render() -> str:
     gen = _Generator()
     for api in sorted(APIS.values(), key=lambda a: a.key):
-        gen.message(api.request)
-        gen.message(api.response)
+        gen.message(api.request, api.served)
+        gen.message(api.response, api.served)
     return gen.render()
 
 

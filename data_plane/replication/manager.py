@@ -361,9 +361,12 @@ class ReplicaManager:
         entries: Sequence[tuple[TopicInfo, int, bytes | bytearray | memoryview]],
         required_acks: int,
         timeout_ms: int,
+        *,
+        markers: bool = False,
     ) -> list[AppendResult]:
         """Append each entry's batches as leader; with acks=all, wait until the ISR holds
-        them (at most ``timeout_ms``). One result per entry, in order."""
+        them (at most ``timeout_ms``). One result per entry, in order. ``markers``: the
+        batches are a transaction coordinator's commit or abort markers."""
         results: list[AppendResult] = []
         waiting: list[tuple[AppendResult, Partition]] = []
         for topic, index, records in entries:
@@ -374,7 +377,9 @@ class ReplicaManager:
                 continue
             log = partition.log
             try:
-                result.info = await partition.append_as_leader(records, required_acks)
+                result.info = await partition.append_as_leader(
+                    records, required_acks, markers=markers
+                )
             except NotEnoughReplicas as exc:
                 result.error, result.message = E.NOT_ENOUGH_REPLICAS, str(exc)
             except InvalidRecordBatch as exc:

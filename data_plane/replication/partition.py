@@ -125,7 +125,7 @@ class Partition:
     # --- appends ------------------------------------------------------------------------------
 
     async def append_as_leader(
-        self, records: bytes | bytearray | memoryview, required_acks: int
+        self, records: bytes | bytearray | memoryview, required_acks: int, *, markers: bool = False
     ) -> AppendInfo:
         """Append a producer's batches at this leadership's epoch and move the commit point.
 
@@ -137,9 +137,11 @@ class Partition:
             )
         log = self.log
         if log.append_may_block(len(records)):
-            info = await asyncio.to_thread(log.append, records, leader_epoch=self.leader_epoch)
+            info = await asyncio.to_thread(
+                log.append, records, leader_epoch=self.leader_epoch, markers=markers
+            )
         else:
-            info = log.append(records, leader_epoch=self.leader_epoch)
+            info = log.append(records, leader_epoch=self.leader_epoch, markers=markers)
         self._waiters.appended.notify(self.key)  # followers first: they move the commit point
         self.maybe_advance_high_watermark()
         return info

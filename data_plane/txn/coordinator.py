@@ -29,6 +29,7 @@ per id; different ids run concurrently.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
@@ -53,9 +54,30 @@ class TxnStore(Protocol):
 
     def load_transaction(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None: ...
 
-    def save_transaction(self, txn: TxnMetadata) -> None: ...
+    def save_transaction(self, txn: TxnMetadata) -> bool:
+        """Store ``txn`` if what is stored is its previous version (``txn.version - 1``;
+        nothing stored counts as -1); False, storing nothing, otherwise."""
+        ...
 
     def allocate_producer_ids(self, count: int) -> int: ...
+
+    def list_transactions(self, tenant_id: int) -> list[TxnMetadata]: ...
+
+    def stage_txn_offsets(
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        group_id: str,
+        offsets: list[Any],
+        check: Callable[[TxnMetadata | None], int],
+    ) -> int: ...
+
+    def settle_txn_offsets(
+        self, tenant_id: int, group_id: str, producer_id: int, commit: bool
+    ) -> None: ...
+
+    def pending_txn_partitions(self, tenant_id: int, group_id: str) -> set[tuple[str, int]]: ...
 
 
 class MarkerWriter(Protocol):
@@ -67,6 +89,11 @@ class MarkerWriter(Protocol):
 
 
 Call = Callable[..., Awaitable[Any]]
+
+
+class NotCoordinator(Exception):
+    """The id's stored state moved on without this coordinator (another broker took it
+    over): the request is answered NOT_COORDINATOR and the client looks again."""
 
 
 class TransactionCoordinator:
@@ -105,9 +132,20 @@ class TransactionCoordinator:
         return txn
 
     async def _save(self, txn: TxnMetadata) -> TxnMetadata:
-        await self._call(self.store.save_transaction, txn)
-        self._txns[(txn.tenant_id, txn.transactional_id)] = txn
+        key = (txn.tenant_id, txn.transactional_id)
+        held = self._txns.get(key)
+        txn = dataclasses.replace(txn, version=held.version + 1 if held is not None else 0)
+        if not await self._call(self.store.save_transaction, txn):
+            self._txns.pop(key, None)  # read afresh if this broker coordinates it again
+            raise NotCoordinator(f"{txn.transactional_id} was changed by another coordinator")
+        self._txns[key] = txn
         return txn
+
+    def forget(self, owned: Callable[[int, str], bool]) -> None:
+        """Drop what this coordinator holds of ids it no longer coordinates (a later
+        request reads the store again); markers being written finish or lose the race."""
+        for key in [k for k in self._txns if not owned(*k)]:
+            del self._txns[key]
 
     async def load(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None:
         """This coordinator takes the id over: read its state, finish a decided
@@ -233,6 +271,82 @@ class TransactionCoordinator:
             )
             return E.NONE
 
+    async def stage_offsets(
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        group: str,
+        offsets: list[Any],
+    ) -> int:
+        """TxnOffsetCommit, at the group's coordinator (which may be another broker than
+        the id's): the offsets (the group coordinator's ``OffsetRecord``s, opaque here:
+        groups and transactions are siblings) are staged only while the id's transaction
+        is in progress with this producer and epoch and holds the group, checked against
+        the stored state under the store's lock (it cannot be decided meanwhile)."""
+
+        def check(txn: TxnMetadata | None) -> int:
+            error = _check_producer(txn, producer_id, epoch)
+            if error != E.NONE:
+                return error
+            assert txn is not None
+            if txn.state is not TxnState.ONGOING or group not in txn.groups:
+                return E.INVALID_TXN_STATE
+            return E.NONE
+
+        return int(
+            await self._call(
+                self.store.stage_txn_offsets,
+                tenant_id,
+                transactional_id,
+                producer_id,
+                group,
+                offsets,
+                check,
+            )
+        )
+
+    async def pending_partitions(self, tenant_id: int, group: str) -> set[tuple[str, int]]:
+        """The group's partitions with offsets of transactions not yet decided."""
+        found: set[tuple[str, int]] = await self._call(
+            self.store.pending_txn_partitions, tenant_id, group
+        )
+        return found
+
+    async def verify(
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partition: TxnPartition,
+    ) -> int:
+        """KIP-890 part 1, at a partition's leader before a producer's first transactional
+        batch there: is the partition in the id's transaction in progress, at this
+        producer and epoch? Read from the store (the coordinator may be another broker),
+        where AddPartitionsToTxn made it durable before answering. An older epoch is
+        fenced (INVALID_PRODUCER_EPOCH); anything else is INVALID_TXN_STATE, so a batch
+        cannot open a transaction its coordinator does not know (which would hold the
+        partition's last stable offset back for ever)."""
+        txn = await self._call(self.store.load_transaction, tenant_id, transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return E.INVALID_TXN_STATE
+        if epoch < txn.producer_epoch:
+            return E.INVALID_PRODUCER_EPOCH
+        if (
+            epoch != txn.producer_epoch
+            or txn.state is not TxnState.ONGOING
+            or partition not in txn.partitions
+        ):
+            return E.INVALID_TXN_STATE
+        return E.NONE
+
+    async def list_stored(self, tenant_id: int) -> list[TxnMetadata]:
+        """Every id of the tenant as stored (ListTransactions)."""
+        found: list[TxnMetadata] = await self._call(self.store.list_transactions, tenant_id)
+        return found
+
     # --- ending a transaction --------------------------------------------------------------
 
     async def end_txn(
@@ -289,6 +403,15 @@ class TransactionCoordinator:
         while True:  # the decision stands: its markers are written, however long it takes
             try:
                 await self.markers.write_markers(txn, commit)
+                # The groups' offsets of the transaction become theirs, or are dropped.
+                for group in sorted(txn.groups):
+                    await self._call(
+                        self.store.settle_txn_offsets,
+                        txn.tenant_id,
+                        group,
+                        txn.producer_id,
+                        commit,
+                    )
                 break
             except Exception:
                 logger.warning(
@@ -304,9 +427,14 @@ class TransactionCoordinator:
             if current != txn:
                 return  # changed meanwhile (another coordinator took over)
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-            await self._save(
-                txn.to(done, self.clock(), partitions=frozenset(), groups=frozenset(), start_ms=-1)
-            )
+            try:
+                await self._save(
+                    txn.to(
+                        done, self.clock(), partitions=frozenset(), groups=frozenset(), start_ms=-1
+                    )
+                )
+            except NotCoordinator:
+                logger.info("%r: completed by another coordinator", txn.transactional_id)
 
     async def wait_completed(self, tenant_id: int, transactional_id: str) -> None:
         """Until the markers of the id's decided transaction are written (tests, shutdown)."""
@@ -333,7 +461,10 @@ class TransactionCoordinator:
                         now - txn.start_ms,
                         txn.timeout_ms,
                     )
-                    await self._prepare(txn, commit=False, now=now, bump=True)
+                    try:
+                        await self._prepare(txn, commit=False, now=now, bump=True)
+                    except NotCoordinator:
+                        continue  # another broker coordinates it now, and will abort it
                     aborted.append(txn.transactional_id)
         return aborted
 

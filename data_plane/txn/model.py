@@ -54,6 +54,11 @@ class TxnState(Enum):
         return self.preparing or self is TxnState.PREPARE_EPOCH_FENCE
 
     @property
+    def unfinished(self) -> bool:
+        """In progress or being decided: its coordinator has work to do."""
+        return self is TxnState.ONGOING or self.deciding
+
+    @property
     def complete(self) -> bool:
         """No transaction in progress: a new one may start."""
         return self in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
@@ -97,6 +102,10 @@ class TxnMetadata:
     groups: frozenset[str] = frozenset()  # consumer groups of AddOffsetsToTxn
     start_ms: int = -1  # when the transaction in progress began
     updated_ms: int = -1
+    # Bumped by each durable write; a store keeps a write only on top of the version it
+    # replaces, so of two brokers that both think they coordinate the id (the placement
+    # moved), only one can change it.
+    version: int = 0
 
     def to(self, state: TxnState, now_ms: int, **changes: object) -> TxnMetadata:
         """This metadata in ``state`` with ``changes`` applied, at ``now_ms``."""

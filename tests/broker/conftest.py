@@ -100,6 +100,7 @@ FULL = [
     ("cluster", "literal", "kafka-cluster", "all"),
     ("topic", "literal", "*", "all"),
     ("group", "literal", "*", "all"),
+    ("transactional_id", "literal", "*", "all"),
 ]
 
 

@@ -120,19 +120,6 @@ def test_delete_records_only_minus_one_means_the_high_watermark(kafka, offset, c
     assert len(left) == (0 if code == ErrorCode.NONE else 5)
 
 
-def test_init_transactions_fails_at_once_with_a_fatal_error(kafka):
-    from confluent_kafka import KafkaError, KafkaException, Producer
-
-    producer = Producer(confluent_conf(kafka, kafka.admin_a, **{"transactional.id": "tx-1"}))
-    with pytest.raises(KafkaException) as failure:
-        # Bounded; before the fix the coordinator lookup was retried until this timeout
-        # and the error was a retriable timeout, not a fatal one.
-        producer.init_transactions(60)
-    error = failure.value.args[0]
-    assert error.code() != KafkaError._TIMED_OUT, error
-    assert error.fatal() or not error.retriable(), error
-
-
 def test_auto_created_topics_take_the_tenants_num_partitions(kafka, django_db_blocker):
     import time
 

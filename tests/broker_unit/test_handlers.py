@@ -8,6 +8,7 @@ assembles exactly those and calls a handler with a decoded request body.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 import zlib
 from pathlib import Path
@@ -22,6 +23,7 @@ from data_plane.broker.memory_store import MemoryStore
 from data_plane.broker.metadata_cache import MetadataCache
 from data_plane.broker.metrics import BrokerMetrics
 from data_plane.broker.quotas import ByteRateQuotas
+from data_plane.broker.txn_markers import BrokerMarkerWriter
 from data_plane.groups.consumer_group import ConsumerConfig, ConsumerGroupCoordinator
 from data_plane.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from data_plane.log.config import LogConfig
@@ -31,6 +33,7 @@ from data_plane.protocol.errors import ErrorCode
 from data_plane.protocol.messages import create_topics, delete_topics, fetch, metadata, produce
 from data_plane.records.batch import iter_batches
 from data_plane.replication.manager import ReplicaManager, ReplicationConfig
+from data_plane.txn.coordinator import TransactionCoordinator
 from tests.log.helpers import batch
 
 E = ErrorCode
@@ -81,6 +84,11 @@ class Node:
     def coordinator_for(self, tenant_id: int, group_id: str) -> BrokerInfo | None:
         return self.snapshot.brokers.get(ME)
 
+    def transaction_coordinator_for(
+        self, tenant_id: int, transactional_id: str
+    ) -> BrokerInfo | None:
+        return self.snapshot.brokers.get(ME)
+
     def default_partitions(self, tenant_id: int) -> int:
         return 1
 
@@ -121,6 +129,10 @@ def world(tmp_path: Path):
         return fn(*args)
 
     groups = GroupCoordinator(store, call, CoordinatorConfig())
+    markers = BrokerMarkerWriter(ME, lambda: node.snapshot, replicas, "", node.refresh_metadata)
+    transactions = TransactionCoordinator(
+        store, call, markers, clock=lambda: int(time.time() * 1000)
+    )
     services = Services(
         metadata=node,
         cluster=node,
@@ -132,6 +144,7 @@ def world(tmp_path: Path):
         consumer_groups=ConsumerGroupCoordinator(groups, ConsumerConfig()),
         quotas=ByteRateQuotas(),
         metrics=metrics,
+        transactions=transactions,
         consumer_protocol=True,
     )
     acme = store.add_tenant("acme")

@@ -234,8 +234,15 @@ def test_find_coordinator_groups_and_transactions_at_every_version(world, versio
     group = _find(services, app, version, 0)
     assert (group["error_code"], group["node_id"], group["port"]) == (E.NONE, 1, 9092)
     if version >= 1:
+        # Describe on the transactional id is needed to find its coordinator.
         txn = _find(services, app, version, 1)
         assert txn["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        producer = principal_of(
+            store, acme, (Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID), name="producer"
+        )
+        asyncio.run(node.refresh_metadata())
+        txn = _find(services, producer, version, 1)
+        assert (txn["error_code"], txn["node_id"], txn["port"]) == (E.NONE, 1, 9092)
         # An unknown key type is an invalid request, as in Kafka.
         assert _find(services, app, version, 3)["error_code"] == E.INVALID_REQUEST
 

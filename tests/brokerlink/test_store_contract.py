@@ -7,6 +7,7 @@ production does). Seeding differs (``World``); what the broker can observe must 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Iterator
@@ -821,21 +822,70 @@ def test_transaction_state_is_saved_loaded_and_kept_per_tenant(world: World) -> 
     store = world.store
     assert store.load_transaction(a, "orders-tx") is None
     first = TxnMetadata(a, "orders-tx", 4000, 0, -1, 60_000, TxnState.EMPTY, updated_ms=5)
-    store.save_transaction(first)
+    assert store.save_transaction(first)
     assert store.load_transaction(a, "orders-tx") == first
+    # Another coordinator's first write of the same id loses.
+    assert not store.save_transaction(dataclasses.replace(first, producer_id=4100))
     ongoing = first.to(
         TxnState.ONGOING,
         9,
         partitions=frozenset({TxnPartition(str(uuid.uuid4()), 2), TxnPartition("t", 0)}),
         groups=frozenset({"billing"}),
         start_ms=9,
+        version=1,
     )
-    store.save_transaction(ongoing)  # replaces the id's state
+    assert store.save_transaction(ongoing)  # replaces the id's state
+    assert store.load_transaction(a, "orders-tx") == ongoing
+    # A write on top of a version that is no longer stored (a stale coordinator) loses.
+    stale = first.to(TxnState.EMPTY, 10, producer_epoch=1, version=1)
+    assert not store.save_transaction(stale)
+    assert not store.save_transaction(dataclasses.replace(stale, version=5))
     assert store.load_transaction(a, "orders-tx") == ongoing
     other = TxnMetadata(b, "orders-tx", 4001, 3, 2, 1000, TxnState.COMPLETE_ABORT)
-    store.save_transaction(other)  # the same id in another tenant is another transaction
+    assert store.save_transaction(other)  # the same id in another tenant: another one
     assert store.load_transaction(a, "orders-tx") == ongoing
     assert store.load_transaction(b, "orders-tx") == other
     store.save_transaction(TxnMetadata(a, "a-first", 4002, 0, -1, 1000, TxnState.EMPTY))
     assert [t.transactional_id for t in store.list_transactions(a)] == ["a-first", "orders-tx"]
     assert store.list_transactions(b) == [other]
+
+
+def test_transactional_offsets_stay_apart_until_the_transaction_ends(world: World) -> None:
+    from data_plane.txn.model import TxnMetadata, TxnState
+
+    store = world.store
+    acme, globex = world.tenant("acme"), world.tenant("globex")
+    brokers(store, 1)
+    store.create_topic(world.principal(acme), "orders", 2, 1, {}, False)
+    now = int(time.time()) * 1000
+    store.commit_offsets(acme, "g1", [OffsetRecord("orders", 0, 5, 1, None, now)])
+    store.save_transaction(TxnMetadata(acme, "tx", 7001, 0, -1, 60_000, TxnState.ONGOING))
+    seen: list[object] = []
+
+    def accept(txn: object) -> int:
+        seen.append(txn)
+        return 0
+
+    def stage(pid: int, offsets: list[OffsetRecord], check: Any = accept) -> int:
+        return store.stage_txn_offsets(acme, "tx", pid, "g1", offsets, check)
+
+    # The check sees the id's stored state; when it refuses, nothing is staged.
+    assert stage(7001, [OffsetRecord("orders", 1, 99, 1, None, now)], lambda txn: 48) == 48
+    assert store.pending_txn_partitions(acme, "g1") == set()
+    assert stage(7001, [OffsetRecord("orders", 0, 10, 1, "a", now)]) == 0
+    assert seen[-1] == store.load_transaction(acme, "tx")
+    assert stage(7001, [OffsetRecord("orders", 0, 12, 2, "b", now)]) == 0
+    assert stage(7002, [OffsetRecord("orders", 1, 3, 1, None, now)]) == 0
+    # Not the group's until committed; pending for require_stable readers.
+    assert [(o.partition, o.offset) for o in store.fetch_offsets(acme, "g1")] == [(0, 5)]
+    assert store.pending_txn_partitions(acme, "g1") == {("orders", 0), ("orders", 1)}
+    assert store.pending_txn_partitions(globex, "g1") == set()
+
+    store.settle_txn_offsets(acme, "g1", 7001, commit=True)
+    assert store.fetch_offsets(acme, "g1") == [OffsetRecord("orders", 0, 12, 2, "b", now)]
+    assert store.pending_txn_partitions(acme, "g1") == {("orders", 1)}
+    store.settle_txn_offsets(acme, "g1", 7001, commit=True)  # twice: nothing more
+    store.settle_txn_offsets(acme, "g1", 7002, commit=False)  # aborted: dropped
+    assert [(o.partition, o.offset) for o in store.fetch_offsets(acme, "g1")] == [(0, 12)]
+    assert store.pending_txn_partitions(acme, "g1") == set()
+    assert store.fetch_offsets(globex, "g1") == []

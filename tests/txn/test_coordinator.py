@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from data_plane.protocol.errors import ErrorCode as E
-from data_plane.txn.coordinator import TransactionCoordinator
+from data_plane.txn.coordinator import NotCoordinator, TransactionCoordinator
 from data_plane.txn.model import (
     MAX_PRODUCER_EPOCH,
     IllegalTransition,
@@ -29,17 +29,44 @@ class Store:
         self.saved: list[TxnMetadata] = []
         self.rows: dict[tuple[int, str], TxnMetadata] = {}
         self.next_id = 1000
+        self.staged: dict[tuple[int, str, int], list[Any]] = {}
+        self.settled: list[tuple[str, int, bool, list[Any]]] = []
 
     def load_transaction(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None:
         return self.rows.get((tenant_id, transactional_id))
 
-    def save_transaction(self, txn: TxnMetadata) -> None:
+    def save_transaction(self, txn: TxnMetadata) -> bool:
+        stored = self.rows.get((txn.tenant_id, txn.transactional_id))
+        if (stored.version if stored is not None else -1) != txn.version - 1:
+            return False
         self.saved.append(txn)
         self.rows[(txn.tenant_id, txn.transactional_id)] = txn
+        return True
 
     def allocate_producer_ids(self, count: int) -> int:
         first, self.next_id = self.next_id, self.next_id + count
         return first
+
+    def list_transactions(self, tenant_id: int) -> list[TxnMetadata]:
+        return [t for (tid, _), t in sorted(self.rows.items()) if tid == tenant_id]
+
+    def stage_txn_offsets(self, tenant_id, transactional_id, producer_id, group, offsets, check):
+        error = check(self.rows.get((tenant_id, transactional_id)))
+        if not error:
+            self.staged.setdefault((tenant_id, group, producer_id), []).extend(offsets)
+        return error
+
+    def settle_txn_offsets(self, tenant_id, group, producer_id, commit):
+        offsets = self.staged.pop((tenant_id, group, producer_id), [])
+        self.settled.append((group, producer_id, commit, offsets))
+
+    def pending_txn_partitions(self, tenant_id, group):
+        return {
+            o
+            for (tid, g, _), staged in self.staged.items()
+            if (tid, g) == (tenant_id, group)
+            for o in staged
+        }
 
 
 class Markers:
@@ -132,6 +159,7 @@ def test_a_commit_writes_prepare_then_markers_then_complete():
         markers.gate.set()
         await c.wait_completed(TENANT, "t")
         assert markers.written == [("t", pid, epoch, True, frozenset({P0, P1}))]
+        assert [s[:3] for s in store.settled] == [("billing", pid, True)]  # after the markers
         done = store.rows[(TENANT, "t")]
         assert (done.state, done.partitions, done.groups) == (
             TxnState.COMPLETE_COMMIT,
@@ -266,5 +294,70 @@ def test_the_broker_stores_serve_the_coordinator():
         loaded = await again.load(tenant, "t")
         assert loaded is not None and loaded.state is TxnState.COMPLETE_ABORT
         assert markers.written == [("t", pid, epoch, False, frozenset({P0}))]
+
+    run(go())
+
+
+def test_offsets_are_staged_only_inside_the_transaction_that_holds_the_group():
+    async def go():
+        c, store, markers, _ = make()
+        _, pid, epoch = await c.init_producer_id(TENANT, "t", 60_000)
+        # Before AddOffsetsToTxn: not in a transaction with the group.
+        assert await c.stage_offsets(TENANT, "t", pid, epoch, "g", ["o1"]) == E.INVALID_TXN_STATE
+        assert await c.add_offsets(TENANT, "t", pid, epoch, "g") == E.NONE
+        assert await c.stage_offsets(TENANT, "t", pid, epoch, "other", ["o"]) == (
+            E.INVALID_TXN_STATE
+        )
+        assert await c.stage_offsets(TENANT, "t", pid, epoch - 1, "g", ["o"]) == E.PRODUCER_FENCED
+        assert await c.stage_offsets(TENANT, "t", pid + 1, epoch, "g", ["o"]) == (
+            E.INVALID_PRODUCER_ID_MAPPING
+        )
+        assert await c.stage_offsets(TENANT, "t", pid, epoch, "g", ["o2"]) == E.NONE
+        assert await c.pending_partitions(TENANT, "g") == {"o2"}
+        markers.gate.clear()
+        assert await c.end_txn(TENANT, "t", pid, epoch, commit=False) == E.NONE
+        # Being decided: too late to add offsets to it.
+        assert await c.stage_offsets(TENANT, "t", pid, epoch, "g", ["o3"]) == E.INVALID_TXN_STATE
+        markers.gate.set()
+        await c.wait_completed(TENANT, "t")
+        assert store.settled == [("g", pid, False, ["o2"])]
+
+    run(go())
+
+
+def test_a_leader_verifies_a_partition_against_the_stored_transaction():
+    async def go():
+        c, _, _, _ = make()
+        _, pid, epoch = await c.init_producer_id(TENANT, "t", 60_000)
+        assert await c.verify(TENANT, "t", pid, epoch, P0) == E.INVALID_TXN_STATE  # no txn
+        assert await c.add_partitions(TENANT, "t", pid, epoch, [P0]) == E.NONE
+        assert await c.verify(TENANT, "t", pid, epoch, P0) == E.NONE
+        assert await c.verify(TENANT, "t", pid, epoch, P1) == E.INVALID_TXN_STATE  # not added
+        assert await c.verify(TENANT, "t", pid + 1, epoch, P0) == E.INVALID_TXN_STATE
+        assert await c.verify(TENANT, "nobody", pid, epoch, P0) == E.INVALID_TXN_STATE
+        assert await c.init_producer_id(TENANT, "t", 60_000) == (E.CONCURRENT_TRANSACTIONS, -1, -1)
+        # The fenced instance's epoch is older now.
+        assert await c.verify(TENANT, "t", pid, epoch, P0) == E.INVALID_PRODUCER_EPOCH
+
+    run(go())
+
+
+def test_a_coordinator_that_lost_the_id_to_another_is_told_so():
+    """Two brokers both think they coordinate an id (the placement moved): the store
+    keeps only writes on top of the version they replace, so the stale one fails and
+    reads the id afresh on its next request."""
+
+    async def go():
+        old, store, _, _ = make()
+        _, pid, epoch = await old.init_producer_id(TENANT, "t", 60_000)
+        new, _, _, _ = make(store)
+        assert await new.init_producer_id(TENANT, "t", 60_000) == (E.NONE, pid, epoch + 1)
+        with pytest.raises(NotCoordinator):
+            await old.add_partitions(TENANT, "t", pid, epoch, [P0])
+        assert store.rows[(TENANT, "t")].producer_epoch == epoch + 1
+        # Read afresh: the old instance's epoch is fenced now, by either coordinator.
+        assert await old.add_partitions(TENANT, "t", pid, epoch, [P0]) == E.PRODUCER_FENCED
+        old.forget(lambda tenant_id, transactional_id: False)
+        assert old.transactions() == []
 
     run(go())

@@ -21,6 +21,7 @@ from data_plane.broker.handlers import (
     offsets,
     produce,
     topics,
+    transactions,
 )
 from data_plane.broker.handlers.context import Handler
 
@@ -39,6 +40,7 @@ def _dispatch() -> dict[int, Handler]:
         groups,
         consumer_groups,
         client_quotas,
+        transactions,
     ):
         for key, handler in module.HANDLERS.items():
             if key in table:

@@ -37,6 +37,7 @@ from data_plane.protocol.errors import ErrorCode
 from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from data_plane.replication.manager import ReplicaManager
 from data_plane.replication.partition import Partition
+from data_plane.txn.coordinator import TransactionCoordinator
 
 logger = logging.getLogger("millrace.broker")
 E = ErrorCode
@@ -71,6 +72,10 @@ class Cluster(Protocol):
 
     def coordinator_for(self, tenant_id: int, group_id: str) -> BrokerInfo | None: ...
 
+    def transaction_coordinator_for(
+        self, tenant_id: int, transactional_id: str
+    ) -> BrokerInfo | None: ...
+
 
 class TenantLimits(Protocol):
     """Per-tenant settings and the storage this broker holds for each tenant."""
@@ -102,6 +107,7 @@ class Services:
     consumer_groups: ConsumerGroupCoordinator  # KIP-848 groups
     quotas: ByteRateQuotas
     metrics: BrokerMetrics
+    transactions: TransactionCoordinator
     # Whether members may join with the consumer protocol (ConsumerGroupHeartbeat).
     consumer_protocol: bool = False
 

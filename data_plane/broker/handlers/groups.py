@@ -101,17 +101,17 @@ def _find(
         out["error_code"] = E.INVALID_REQUEST
         out["error_message"] = f"unknown coordinator key type {key_type}"
         return out
+    cluster = ctx.services.cluster
     if key_type == COORDINATOR_KEY_TRANSACTION:
-        # Not the retriable COORDINATOR_NOT_AVAILABLE: clients would look again until
-        # init_transactions() times out (10-30 s). This code is fatal to a transactional
-        # producer in librdkafka and the Java client, so it fails at once, saying why.
-        out["error_code"] = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        out["error_message"] = "transactions are not supported by this Millrace version"
-        return out
-    if not ctx.may(Operation.DESCRIBE, G, key):
-        out["error_code"] = E.GROUP_AUTHORIZATION_FAILED
-        return out
-    owner = ctx.services.cluster.coordinator_for(ctx.principal.tenant_id, key)
+        if not ctx.may(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            out["error_code"] = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return out
+        owner = cluster.transaction_coordinator_for(ctx.principal.tenant_id, key)
+    else:
+        if not ctx.may(Operation.DESCRIBE, G, key):
+            out["error_code"] = E.GROUP_AUTHORIZATION_FAILED
+            return out
+        owner = cluster.coordinator_for(ctx.principal.tenant_id, key)
     if owner is None:
         out["error_code"] = E.COORDINATOR_NOT_AVAILABLE
         return out
@@ -327,10 +327,13 @@ async def _fetch_group(
     group_id: str,
     requested: Sequence[bodies.OffsetFetchRequestTopics] | None,
     member: tuple[str | None, int] = (None, -1),
+    require_stable: bool = False,
 ) -> tuple[ErrorCode, list[bodies.OffsetFetchResponseTopics]]:
     """One group's committed offsets. (The v8+ per-group request and response structs
     have the same fields as v1-7's top-level ones.) ``member``: v9's member id and epoch,
-    checked against a consumer-protocol group."""
+    checked against a consumer-protocol group. ``require_stable`` (v7+, read_committed
+    consumers): a partition with offsets of a transaction not yet decided is answered
+    UNSTABLE_OFFSET_COMMIT, and the consumer asks again."""
     error = group_check(ctx, group_id, Operation.DESCRIBE)
     if error is not None:
         return error, []
@@ -348,6 +351,11 @@ async def _fetch_group(
         (o.topic, o.partition): o
         for o in await ctx.services.groups.fetch_offsets(ctx.principal.tenant_id, group_id)
     }
+    unstable: set[tuple[str, int]] = set()
+    if require_stable:
+        unstable = await ctx.services.transactions.pending_partitions(
+            ctx.principal.tenant_id, group_id
+        )
     wanted: list[tuple[str, list[int]]]
     if requested is None:  # every committed partition the principal may describe
         by_topic: dict[str, list[int]] = {}
@@ -363,13 +371,16 @@ async def _fetch_group(
         allowed = ctx.may(Operation.DESCRIBE, T, name)
         for index in indexes:
             o = stored.get((name, index)) if allowed else None
+            code = E.NONE if allowed else E.TOPIC_AUTHORIZATION_FAILED
+            if allowed and (name, index) in unstable:
+                o, code = None, E.UNSTABLE_OFFSET_COMMIT
             parts.append(
                 {
                     "partition_index": index,
                     "committed_offset": o.offset if o else -1,
                     "committed_leader_epoch": o.leader_epoch if o else -1,
                     "metadata": (o.metadata if o else "") or "",
-                    "error_code": E.NONE if allowed else E.TOPIC_AUTHORIZATION_FAILED,
+                    "error_code": code,
                 }
             )
         topics.append({"name": name, "partitions": parts})
@@ -383,10 +394,14 @@ async def handle_offset_fetch(
         groups: list[bodies.OffsetFetchResponseGroups] = []
         for g in req["groups"]:
             member = (g.get("member_id"), g.get("member_epoch", -1))
-            error, topics = await _fetch_group(ctx, g["group_id"], g["topics"], member)
+            error, topics = await _fetch_group(
+                ctx, g["group_id"], g["topics"], member, req["require_stable"]
+            )
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
-    error, topics = await _fetch_group(ctx, req["group_id"], req.get("topics"))
+    error, topics = await _fetch_group(
+        ctx, req["group_id"], req.get("topics"), require_stable=req.get("require_stable", False)
+    )
     if ctx.version < 2 and error != E.NONE:
         # v0-1 have no top-level error: it goes on every requested partition.
         topics = [

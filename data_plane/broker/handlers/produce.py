@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from data_plane.acl import Operation
+from data_plane.acl import Operation, ResourceType
 from data_plane.broker.handlers.context import (
     E,
     Handler,
@@ -22,14 +22,21 @@ from data_plane.broker.handlers.context import (
     leader_endpoints,
     record_bytes,
 )
+from data_plane.broker.handlers.transactions import init_transactional_producer
 from data_plane.metadata.model import TopicInfo
 from data_plane.protocol import bodies
 from data_plane.protocol.messages import init_producer_id as init_producer_id_api
 from data_plane.protocol.messages import produce
 from data_plane.protocol.messages import produce as produce_api
 from data_plane.protocol.types import Buffer
-from data_plane.records.batch import BATCH_HEADER_SIZE, InvalidRecordBatch, read_header
+from data_plane.records.batch import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    InvalidRecordBatch,
+    read_header,
+)
 from data_plane.records.legacy import up_convert
+from data_plane.txn.model import TxnPartition
 
 logger = logging.getLogger("millrace.broker")
 
@@ -68,11 +75,10 @@ async def handle_produce(
                 code = E.TOPIC_AUTHORIZATION_FAILED
             elif records is None:
                 code = E.CORRUPT_MESSAGE
-            elif not legacy and _has_transactional_batch(records):
-                # Kafka's answer to transactional batches without an authorized
-                # transactional id; transactions are not served yet (Step 13), so none is.
-                code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                message = "transactions are not supported by this Millrace version"
+            elif not legacy and (
+                refused := await _refused_transactional(ctx, req, topic, p["index"], records)
+            ):
+                code, message = refused
             elif svc.tenants.tenant_over_storage(tenant_id):
                 code, message = E.POLICY_VIOLATION, "tenant storage limit reached"
             elif legacy:
@@ -132,35 +138,70 @@ async def handle_produce(
     return answer
 
 
-def _has_transactional_batch(records: Buffer) -> bool:
-    """Whether a batch in ``records`` has the transactional bit (headers only: the log
-    validates the batches, so a malformed set is left to it)."""
+def _transactional_batch(records: Buffer) -> BatchHeader | None:
+    """The first transactional batch's header in ``records``, if any (headers only: the
+    log validates the batches, so a malformed set is left to it)."""
     view = memoryview(records).cast("B")
     pos = 0
     while pos + BATCH_HEADER_SIZE <= len(view):
         try:
             header = read_header(view, pos)
         except InvalidRecordBatch:
-            return False
+            return None
         if header.is_transactional:
-            return True
+            return header
         if header.size <= 0:
-            return False
+            return None
         pos += header.size
-    return False
+    return None
+
+
+async def _refused_transactional(
+    ctx: RequestContext,
+    req: bodies.ProduceRequest,
+    topic: TopicInfo,
+    index: int,
+    records: Buffer,
+) -> tuple[int, str | None] | None:
+    """Why a partition's transactional batches are refused (None: they are not, or there
+    are none). They need the request's transactional id, with Write on it, and (KIP-890
+    part 1) a transaction in progress that holds this partition: checked with the
+    coordinator's stored state before the producer's first batch here in each
+    transaction; later batches find the transaction open in the log."""
+    header = _transactional_batch(records)
+    if header is None:
+        return None
+    transactional_id = req.get("transactional_id")
+    if not transactional_id or not ctx.may(
+        Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+    partition, _ = ctx.services.replicas.leader_partition(topic, index)
+    if partition is None:
+        return None  # the append answers NOT_LEADER_OR_FOLLOWER
+    if partition.log.producers.in_transaction(header.producer_id, header.producer_epoch):
+        return None
+    code = await ctx.services.transactions.verify(
+        ctx.principal.tenant_id,
+        transactional_id,
+        header.producer_id,
+        header.producer_epoch,
+        TxnPartition(str(topic.topic_id), index),
+    )
+    if code == E.NONE:
+        return None
+    if code == E.INVALID_TXN_STATE:
+        return code, "the partition is not in a transaction in progress of this producer"
+    return code, None
 
 
 async def handle_init_producer_id(
     ctx: RequestContext, req: bodies.InitProducerIdRequest
 ) -> bodies.InitProducerIdResponse:
-    """An id and epoch for an idempotent producer (transactions are not supported yet)."""
+    """An id and epoch for an idempotent producer, or a transactional one's (from its
+    id's coordinator, ``transactions.py``)."""
     if req["transactional_id"] is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+        return await init_transactional_producer(ctx, req)
     tenant_topics = ctx.snapshot.tenant_topics(ctx.principal.tenant_id)
     # KIP-679: IdempotentWrite on the cluster, or Write on any topic, allows it.
     allowed = (

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from data_plane.protocol.messages import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
@@ -31,7 +33,9 @@ from data_plane.protocol.messages import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -42,6 +46,7 @@ from data_plane.protocol.messages import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -51,6 +56,8 @@ from data_plane.protocol.messages import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from data_plane.protocol.schema import Message
 
@@ -61,14 +68,18 @@ class Api:
     name: str
     request: Message
     response: Message
+    # The versions served: the message's whole range unless its module says ``SERVED``
+    # (versions defined for the schema's sake but not answered, as EndTxn v5 until
+    # transactions V2 are served).
+    served: tuple[int, int | None]
 
     @property
     def min_version(self) -> int:
-        return self.request.valid[0]
+        return self.served[0]
 
     @property
     def max_version(self) -> int:
-        hi = self.request.valid[1]
+        hi = self.served[1]
         assert hi is not None, f"{self.name} needs a bounded version range"
         return hi
 
@@ -77,7 +88,8 @@ def _api(module: ModuleType) -> Api:
     request: Message = module.REQUEST
     response: Message = module.RESPONSE
     assert request.api_key == response.api_key and request.valid == response.valid
-    return Api(request.api_key, request.name, request, response)
+    served: tuple[int, int | None] = getattr(module, "SERVED", request.valid)
+    return Api(request.api_key, request.name, request, response, served)
 
 
 _MODULES = (
@@ -122,6 +134,13 @@ _MODULES = (
     describe_producers,
     consumer_group_heartbeat,
     consumer_group_describe,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    write_txn_markers,
+    txn_offset_commit,
+    describe_transactions,
+    list_transactions,
 )
 
 APIS: dict[int, Api] = {api.key: api for api in (_api(m) for m in _MODULES)}

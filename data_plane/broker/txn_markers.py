@@ -1,0 +1,220 @@
+"""Writing a decided transaction's markers (``data_plane.txn.coordinator.MarkerWriter``).
+
+The coordinator hands over a transaction in PrepareCommit or PrepareAbort; each of its
+partitions gets a commit or abort control batch at the transaction's producer id and
+epoch, from that partition's leader, replicated with acks=all like any batch (Kafka's
+WriteTxnMarkers). Partitions this broker leads are appended here; the others are sent to
+their leaders with WriteTxnMarkers, naming topics by topic id (brokers belong to no
+tenant), on a connection per leader authenticated as the broker-internal principal.
+
+A partition whose topic was deleted counts as done. The others are retried with a
+back-off (leaders move, a leader may be down) until every one has its marker or
+``MARKER_DEADLINE_S`` passes; then the coordinator retries the whole write (what is
+already written is written again: a second marker for a transaction no longer open in a
+partition changes nothing a reader sees).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from data_plane import internal_auth
+from data_plane.client.connection import Connection, KafkaClientError
+from data_plane.log.transactions import ControlType, control_batch
+from data_plane.metadata.model import MetadataSnapshot, TopicInfo
+from data_plane.protocol import bodies
+from data_plane.protocol.errors import ErrorCode
+from data_plane.protocol.messages import write_txn_markers
+from data_plane.replication.manager import ReplicaManager
+from data_plane.txn.model import TxnMetadata, TxnPartition
+
+logger = logging.getLogger("millrace.broker.txn")
+E = ErrorCode
+
+MARKER_TIMEOUT_MS = 30_000
+MARKER_DEADLINE_S = 60.0
+WRITE_TXN_MARKERS_VERSION = 1
+# The coordinator epoch in markers (Kafka: the __transaction_state partition's leader
+# epoch, which fences a deposed coordinator). Here the id's stored version fences
+# coordinators (a stale one cannot write the decision), so markers carry 0.
+COORDINATOR_EPOCH = 0
+
+
+class BrokerMarkerWriter:
+    def __init__(
+        self,
+        broker_id: int,
+        snapshot: Callable[[], MetadataSnapshot],
+        replicas: ReplicaManager,
+        internal_password: str,
+        refresh: Callable[[], Any],
+    ) -> None:
+        self.broker_id = broker_id
+        self._snapshot = snapshot
+        self._replicas = replicas
+        self._password = internal_password
+        self._refresh = refresh  # refreshes the metadata (a coroutine function)
+        self._conns: dict[int, tuple[tuple[str, int], Connection]] = {}
+        self._conn_locks: dict[int, threading.Lock] = defaultdict(threading.Lock)
+
+    async def write_markers(self, txn: TxnMetadata, commit: bool) -> None:
+        pending = set(txn.partitions)
+        deadline = time.monotonic() + MARKER_DEADLINE_S
+        delay = 0.05
+        while True:
+            snapshot = self._snapshot()
+            local: list[tuple[TxnPartition, TopicInfo]] = []
+            remote: dict[int, list[tuple[TxnPartition, TopicInfo]]] = defaultdict(list)
+            for p in list(pending):
+                topic = _topic(snapshot, p.topic_id)
+                if topic is None or p.index >= topic.partition_count:
+                    pending.discard(p)  # deleted meanwhile: nothing to mark
+                    continue
+                leader = topic.partitions[p.index].leader
+                if leader is None:
+                    continue  # no leader now: next round
+                if leader == self.broker_id:
+                    local.append((p, topic))
+                else:
+                    remote[leader].append((p, topic))
+            done: set[TxnPartition] = set()
+            if local:
+                done |= await self._append_here(txn, commit, local)
+            sends = [
+                asyncio.to_thread(self._send, snapshot, leader, txn, commit, parts)
+                for leader, parts in remote.items()
+            ]
+            for outcome in await asyncio.gather(*sends, return_exceptions=True):
+                if isinstance(outcome, BaseException):
+                    logger.info("markers of %r: %s", txn.transactional_id, outcome)
+                else:
+                    done |= outcome
+            pending -= done
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"markers of {txn.transactional_id!r} not written to {len(pending)} "
+                    "partitions in time"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            await self._refresh()
+
+    async def _append_here(
+        self, txn: TxnMetadata, commit: bool, parts: list[tuple[TxnPartition, TopicInfo]]
+    ) -> set[TxnPartition]:
+        batch = _marker(txn, commit)
+        entries = [(topic, p.index, batch) for p, topic in parts]
+        results = await self._replicas.append_records(entries, -1, MARKER_TIMEOUT_MS, markers=True)
+        done = set()
+        for (p, _), result in zip(parts, results, strict=True):
+            if result.error in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+                done.add(p)
+            else:
+                logger.info(
+                    "marker of %r on %s-%d: %s",
+                    txn.transactional_id,
+                    p.topic_id,
+                    p.index,
+                    ErrorCode(result.error).name,
+                )
+        return done
+
+    def _send(
+        self,
+        snapshot: MetadataSnapshot,
+        leader: int,
+        txn: TxnMetadata,
+        commit: bool,
+        parts: list[tuple[TxnPartition, TopicInfo]],
+    ) -> set[TxnPartition]:
+        """WriteTxnMarkers to another broker (a worker thread): the partitions it wrote."""
+        info = snapshot.brokers.get(leader)
+        if info is None:
+            return set()
+        address = (info.host, info.port)
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for p, _ in parts:
+            by_topic[p.topic_id].append(p.index)
+        body: bodies.WriteTxnMarkersRequest = {
+            "markers": [
+                {
+                    "producer_id": txn.producer_id,
+                    "producer_epoch": txn.producer_epoch,
+                    "transaction_result": commit,
+                    "topics": [
+                        {"name": name, "partition_indexes": indexes}
+                        for name, indexes in by_topic.items()
+                    ],
+                    "coordinator_epoch": COORDINATOR_EPOCH,
+                }
+            ]
+        }
+        with self._conn_locks[leader]:
+            try:
+                conn = self._connection(leader, address)
+                answer = conn.request(
+                    write_txn_markers.KEY,
+                    WRITE_TXN_MARKERS_VERSION,
+                    body,
+                    bodies.WriteTxnMarkersResponse,
+                )
+            except (KafkaClientError, OSError):
+                self._drop(leader)
+                raise
+        done = set()
+        for marker in answer["markers"]:
+            for t in marker["topics"]:
+                for result in t["partitions"]:
+                    code = result["error_code"]
+                    if code in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+                        done.add(TxnPartition(t["name"], result["partition_index"]))
+        return done
+
+    def _connection(self, leader: int, address: tuple[str, int]) -> Connection:
+        held = self._conns.get(leader)
+        if held is not None and held[0] == address:
+            return held[1]
+        self._drop(leader)
+        conn = Connection(
+            *address, client_id=f"millrace-txn-markers-{self.broker_id}", timeout=40.0
+        )
+        try:
+            conn.authenticate(internal_auth.MECHANISM, internal_auth.BROKER_USER, self._password)
+        except BaseException:
+            conn.close()
+            raise
+        self._conns[leader] = (address, conn)
+        return conn
+
+    def _drop(self, leader: int) -> None:
+        held = self._conns.pop(leader, None)
+        if held is not None:
+            held[1].close()
+
+    def close(self) -> None:
+        for leader in list(self._conns):
+            with self._conn_locks[leader]:
+                self._drop(leader)
+
+
+def _marker(txn: TxnMetadata, commit: bool) -> bytes:
+    kind = ControlType.COMMIT if commit else ControlType.ABORT
+    return control_batch(
+        txn.producer_id, txn.producer_epoch, kind, COORDINATOR_EPOCH, int(time.time() * 1000)
+    )
+
+
+def _topic(snapshot: MetadataSnapshot, topic_id: str) -> TopicInfo | None:
+    try:
+        return snapshot.topic_by_id(uuid.UUID(topic_id))
+    except ValueError:
+        return None

@@ -1,0 +1,226 @@
+"""Transactions end to end (Step 13): confluent-kafka's transactional producer against three
+broker processes, topics replicated three ways, so that most markers are written by
+another broker than the coordinator (WriteTxnMarkers). Read back with read_committed and
+read_uncommitted consumers, and what the brokers stored checked for control batches."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from tests.broker.conftest import _brokers, confluent_conf
+from tests.broker.test_clients import topic_name
+
+
+@pytest.fixture(scope="module")
+def trio(django_db_setup, django_db_blocker, tmp_path_factory):
+    extra = {"MILLRACE_TRANSACTION_ABORT_CHECK_INTERVAL_MS": "500"}
+    yield from _brokers(django_db_blocker, tmp_path_factory, 3, extra_env=extra)
+
+
+def _create(env, *names: str, partitions: int = 3) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(confluent_conf(env, env.admin_a))
+    futures = admin.create_topics([NewTopic(n, partitions, 3) for n in names])
+    for f in futures.values():
+        f.result(30)
+    # Every broker knows the topics before a client asks one of them.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(timeout=10)
+        if all(n in meta.topics and len(meta.topics[n].partitions) == partitions for n in names):
+            return
+        time.sleep(0.2)
+
+
+def _producer(env, transactional_id: str, key=None, **extra):
+    from confluent_kafka import Producer
+
+    conf = confluent_conf(env, key or env.admin_a, **{"transactional.id": transactional_id})
+    return Producer({**conf, "linger.ms": 5, **extra})
+
+
+def _read(env, topics: list[str], isolation: str, expected: int, timeout: float = 30.0):
+    """(topic, partition, value) of every record a fresh consumer reads at ``isolation``,
+    reading until ``expected`` arrived and then a little longer (nothing more may come)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        confluent_conf(
+            env,
+            env.admin_a,
+            **{
+                "group.id": f"read-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": isolation,
+            },
+        )
+    )
+    consumer.subscribe(topics)
+    got = []
+    deadline = time.monotonic() + timeout
+    quiet_until = None
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append((msg.topic(), msg.partition(), msg.value().decode()))
+            if len(got) >= expected:
+                quiet_until = quiet_until or time.monotonic() + 1.5
+                if time.monotonic() > quiet_until:
+                    break
+    finally:
+        consumer.close()
+    return got
+
+
+def _by_partition(records):
+    out: dict[tuple[str, int], list[str]] = {}
+    for topic, partition, value in records:
+        out.setdefault((topic, partition), []).append(value)
+    return out
+
+
+def test_committed_records_reach_read_committed_and_aborted_ones_never(trio):
+    env = trio[0]
+    orders, audit = topic_name("tx-orders"), topic_name("tx-audit")
+    _create(env, orders, audit)
+    producer = _producer(env, f"tx-{uuid.uuid4().hex[:8]}")
+    producer.init_transactions(30)
+
+    def batch(tag: str, count: int) -> list[tuple[str, int, str]]:
+        sent = []
+        for i in range(count):
+            topic, partition = (orders, audit)[i % 2], i % 3
+            producer.produce(topic, f"{tag}-{i}".encode(), partition=partition)
+            sent.append((topic, partition, f"{tag}-{i}"))
+        return sent
+
+    producer.begin_transaction()
+    first = batch("c1", 30)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    aborted = batch("a1", 30)
+    producer.flush(30)  # the aborted records are in the logs, not only in the client
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    second = batch("c2", 30)
+    producer.commit_transaction(30)
+
+    committed = _read(env, [orders, audit], "read_committed", 60)
+    assert _by_partition(committed) == _by_partition(first + second)
+    everything = _read(env, [orders, audit], "read_uncommitted", 90)
+    assert _by_partition(everything) == _by_partition(first + aborted + second)
+
+
+def test_offsets_sent_to_a_transaction_are_the_groups_only_once_it_commits(trio):
+    """Consume-transform-produce: the input offsets go into the transaction; an aborted
+    one leaves the group's offsets where they were, a committed one moves them."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    env = trio[1]
+    source, sink = topic_name("tx-in"), topic_name("tx-out")
+    _create(env, source, sink, partitions=1)
+    seed = _producer(env, f"seed-{uuid.uuid4().hex[:8]}")
+    seed.init_transactions(30)
+    seed.begin_transaction()
+    for i in range(20):
+        seed.produce(source, f"in-{i}".encode(), partition=0)
+    seed.commit_transaction(30)
+
+    group = f"ctp-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer(
+        confluent_conf(
+            env,
+            env.admin_a,
+            **{
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            },
+        )
+    )
+    consumer.assign([TopicPartition(source, 0)])
+    producer = _producer(env, f"ctp-{uuid.uuid4().hex[:8]}")
+    producer.init_transactions(30)
+
+    def transform(count: int, commit: bool) -> None:
+        producer.begin_transaction()
+        taken = 0
+        deadline = time.monotonic() + 30
+        while taken < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            producer.produce(sink, msg.value().upper(), partition=0)
+            taken += 1
+        assert taken == count
+        position = consumer.position([TopicPartition(source, 0)])
+        producer.send_offsets_to_transaction(position, consumer.consumer_group_metadata(), 30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    def committed_offset() -> int:
+        [tp] = consumer.committed([TopicPartition(source, 0)], timeout=20)
+        return tp.offset
+
+    transform(10, commit=True)
+    assert committed_offset() == 10
+    transform(5, commit=False)  # the group's offset stays
+    assert committed_offset() == 10
+    consumer.seek(TopicPartition(source, 0, 10))  # a restarted consumer resumes here
+    transform(10, commit=True)
+    assert committed_offset() == 20
+    consumer.close()
+    out = _read(env, [sink], "read_committed", 20)
+    assert [v for _, _, v in out] == [f"IN-{i}" for i in range(20)]
+
+
+def test_a_zombie_is_fenced_by_a_new_instance_and_cannot_commit(trio):
+    from confluent_kafka import KafkaException
+
+    env = trio[2]
+    name = topic_name("tx-zombie")
+    _create(env, name, partitions=1)
+    transactional_id = f"zombie-{uuid.uuid4().hex[:8]}"
+    zombie = _producer(env, transactional_id)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(name, b"zombie", partition=0)
+    zombie.flush(30)
+
+    successor = _producer(env, transactional_id)
+    successor.init_transactions(60)  # aborts the zombie's transaction, fences it
+    successor.begin_transaction()
+    successor.produce(name, b"successor", partition=0)
+    successor.commit_transaction(30)
+
+    with pytest.raises(KafkaException) as failure:
+        zombie.produce(name, b"zombie-2", partition=0)
+        zombie.commit_transaction(30)
+    error = failure.value.args[0]
+    assert error.fatal(), error  # fenced: the zombie can do nothing more
+    assert [v for _, _, v in _read(env, [name], "read_committed", 1)] == ["successor"]
+    # The zombie's record is in the log, aborted.
+    everything = [v for _, _, v in _read(env, [name], "read_uncommitted", 2)]
+    assert everything == ["zombie", "successor"]
+
+
+def test_a_key_without_write_on_the_transactional_id_is_refused_at_once(trio):
+    from confluent_kafka import KafkaException
+
+    env = trio[0]
+    producer = _producer(env, "not-mine", key=env.reader_a)
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as failure:
+        producer.init_transactions(60)
+    error = failure.value.args[0]
+    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in error.name(), error
+    assert time.monotonic() - started < 30  # not retried until the timeout
