@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
 	bench-rebalance bench-replication bench-streams bench-spark bench-console bench-browse \
-	bench-metadata bench-codec chaos soak screenshots
+	bench-metadata bench-codec bench-transactions chaos soak screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ bench-codec: install
 ## Replication benchmark: acks=all RF 3 throughput, end-to-end latency, kill -9 failover (3 brokers).
 bench-replication: install
 	$(PY) -m bench.replication
+
+## Transactions benchmark: transactional produce, consume-transform-produce, read_committed (3 brokers).
+bench-transactions: install
+	$(PY) -m bench.transactions
 
 ## Data API benchmark: REST produce, WebSocket delivery and latency (daphne + a broker; Postgres, Redis).
 bench-streams: install

@@ -61,15 +61,21 @@ def prepare() -> dict[str, Any]:
 
 def credentials(name: str, tenant_slug: str = DEFAULT_TENANT) -> dict[str, str]:
     """A new service account ``name`` of the tenant (the default one unless given) allowed
-    every operation on the cluster, every topic and every group; the id and secret of a new
-    API key of it."""
+    every operation on the cluster, every topic, every group and every transactional id;
+    the id and secret of a new API key of it."""
     from control_plane.access import services as access
     from control_plane.core.actor import Actor
     from control_plane.tenancy.models import Tenant
 
     actor, tenant = Actor.system(), Tenant.objects.get(slug=tenant_slug)
     account = access.create_service_account(actor, tenant, name=name)
-    for kind, resource in (("cluster", "kafka-cluster"), ("topic", "*"), ("group", "*")):
+    everything = (
+        ("cluster", "kafka-cluster"),
+        ("topic", "*"),
+        ("group", "*"),
+        ("transactional_id", "*"),
+    )
+    for kind, resource in everything:
         access.create_acl(
             actor,
             tenant,

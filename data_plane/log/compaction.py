@@ -10,7 +10,11 @@ those segments in groups that fit ``segment.bytes``:
   is older than ``delete.retention.ms``, so consumers have time to see the delete;
 * offsets never change: a batch keeps its base offset and last offset delta and is
   rewritten only if it lost records (otherwise its bytes are copied as they are); a batch
-  that lost every record is dropped; control batches are kept.
+  that lost every record is dropped; control batches are kept;
+* transactions (Step 13): only segments below the last stable offset are cleaned; the
+  records of aborted transactions are removed and never count as a key's latest value;
+  commit and abort markers are kept, and so are the aborted-transaction index entries
+  of the segments rewritten (copied into the cleaned segment's ``.txnindex``).
 
 Crash safety: cleaned files are built in ``cleaning/``, moved in with a ``.swap`` suffix
 (the log file last, with ``<base>.end.swap`` naming the first offset after the group),
@@ -34,6 +38,7 @@ from pathlib import Path
 
 from data_plane.log.partition import SWAP_SUFFIX, PartitionLog
 from data_plane.log.segment import LOG_SUFFIX, LogSegment, segment_name
+from data_plane.log.transactions import TXN_INDEX_SUFFIX, AbortedTxn
 from data_plane.records.batch import BatchHeader, RecordBatch, read_header
 
 CLEANING_DIR = "cleaning"
@@ -79,22 +84,24 @@ def compact(
 ) -> CompactionResult:
     throttle = _Throttle(io_bytes_per_second, sleep)
     with log._lock:
+        # Below the last stable offset only (Kafka's first uncleanable offset): records of
+        # a transaction not yet decided must neither be removed nor shadow older ones.
+        stable = log.last_stable_offset
         sealed = [
-            s
-            for i, s in enumerate(log.segments[:-1])
-            if log.segments[i + 1].base_offset <= log.high_watermark
+            s for i, s in enumerate(log.segments[:-1]) if log.segments[i + 1].base_offset <= stable
         ]
     candidates = cleanable(log, sealed, now_ms)
     if not candidates:
         return CompactionResult(0, 0, 0, 0)
-    latest, covered = _build_offset_map(candidates, max_keys, throttle)
+    aborted = _Aborted(log.aborted_transactions(candidates[0].base_offset, log.log_end_offset))
+    latest, covered = _build_offset_map(candidates, max_keys, throttle, aborted)
     if not covered:
         return CompactionResult(0, 0, 0, 0)
     horizon = now_ms - log.config.delete_retention_ms
     cleaned_to = covered[-1].next_offset  # read now: cleaning replaces these segments
     removed = before = after = 0
     for group in _groups(covered, log.config.segment_bytes):
-        r, b, a = _clean_group(log, group, latest, horizon, throttle)
+        r, b, a = _clean_group(log, group, latest, horizon, throttle, aborted)
         removed, before, after = removed + r, before + b, after + a
     log.cleaner_offset = max(log.cleaner_offset, cleaned_to)
     return CompactionResult(len(covered), removed, before, after)
@@ -125,15 +132,31 @@ def cleanable(log: PartitionLog, sealed: list[LogSegment], now_ms: int) -> list[
     return sealed
 
 
+class _Aborted:
+    """Which transactional batches belong to aborted transactions (from the log's
+    aborted-transaction index): they are removed by cleaning and never shadow a key."""
+
+    def __init__(self, entries: list[AbortedTxn]) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for t in entries:
+            self._by_producer.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+
+    def __call__(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        spans = self._by_producer.get(header.producer_id, ())
+        return any(first <= header.base_offset <= last for first, last in spans)
+
+
 def _build_offset_map(
-    segments: list[LogSegment], max_keys: int, throttle: _Throttle
+    segments: list[LogSegment], max_keys: int, throttle: _Throttle, aborted: _Aborted
 ) -> tuple[dict[bytes, int], list[LogSegment]]:
     latest: dict[bytes, int] = {}
     covered: list[LogSegment] = []
     for segment in segments:
         staged: dict[bytes, int] = {}
         for position, header in segment.headers_from(0):
-            if header.is_control:
+            if header.is_control or aborted(header):
                 continue
             raw = segment.read_batch(position, header)
             throttle(len(raw))
@@ -179,6 +202,7 @@ def _clean_group(
     latest: dict[bytes, int],
     horizon: int,
     throttle: _Throttle,
+    aborted: _Aborted,
 ) -> tuple[int, int, int]:
     workdir = log.directory / CLEANING_DIR
     shutil.rmtree(workdir, ignore_errors=True)
@@ -196,6 +220,9 @@ def _clean_group(
     before = sum(s.size for s in group)
     for segment in group:
         for position, header in segment.headers_from(0):
+            if aborted(header):  # an aborted transaction's records: gone
+                removed += header.records_count
+                continue
             raw = segment.read_batch(position, header)
             throttle(len(raw))
             kept, dropped = _clean_batch(raw, header, latest, horizon)
@@ -203,6 +230,10 @@ def _clean_group(
             if kept is not None:
                 cleaned.append([kept], len(kept), [read_header(kept)])
                 throttle(len(kept))
+        # The group's aborted transactions stay indexed: markers are kept, and an
+        # aborted transaction may have records past the cleaned range.
+        for entry in segment.txn_index.entries():
+            cleaned.txn_index.append(entry)
     cleaned.seal()
     after = cleaned.size
     _swap(log, group, workdir, base, end)
@@ -260,14 +291,17 @@ def _swap(log: PartitionLog, group: list[LogSegment], workdir: Path, base: int, 
         if any(s not in log.segments for s in group):
             shutil.rmtree(workdir, ignore_errors=True)  # truncated meanwhile: drop the work
             return
-        for suffix in (".index", ".timeindex"):
+        suffixes = [".index", ".timeindex"]
+        if (workdir / f"{name}{TXN_INDEX_SUFFIX}").exists():
+            suffixes.append(TXN_INDEX_SUFFIX)
+        for suffix in suffixes:
             (workdir / f"{name}{suffix}").rename(log.directory / f"{name}{suffix}{SWAP_SUFFIX}")
         (log.directory / f"{name}.end{SWAP_SUFFIX}").write_text(str(end))
         (workdir / f"{name}{LOG_SUFFIX}").rename(log.directory / f"{name}{LOG_SUFFIX}{SWAP_SUFFIX}")
         first = log.segments.index(group[0])
         for segment in group:
             log._schedule_delete(segment)
-        for suffix in (".index", ".timeindex", LOG_SUFFIX):
+        for suffix in (*suffixes, LOG_SUFFIX):
             (log.directory / f"{name}{suffix}{SWAP_SUFFIX}").rename(
                 log.directory / f"{name}{suffix}"
             )

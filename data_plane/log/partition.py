@@ -302,7 +302,7 @@ class PartitionLog:
             if base <= seg_base < end:
                 for suffix in (LOG_SUFFIX, ".index", ".timeindex", TXN_INDEX_SUFFIX):
                     path.with_name(f"{seg_base:020d}{suffix}").unlink(missing_ok=True)
-        for suffix in (".index", ".timeindex", LOG_SUFFIX):
+        for suffix in (".index", ".timeindex", TXN_INDEX_SUFFIX, LOG_SUFFIX):
             src = self.directory / f"{base:020d}{suffix}{SWAP_SUFFIX}"
             if src.exists():
                 src.rename(self.directory / f"{base:020d}{suffix}")
@@ -493,7 +493,9 @@ class PartitionLog:
         for txn_first, marker in self._completed:
             if marker >= self.high_watermark:
                 lso = min(lso, txn_first)
-        return lso
+        # A transaction whose start retention (or DeleteRecords) removed holds readers at
+        # the log start, not below it (as Kafka bounds its first unstable offset).
+        return max(lso, min(self.log_start_offset, self.high_watermark))
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound)``, by marker

@@ -26,7 +26,6 @@ KAFKA4_MIN_VERSION = {
     19: 2,  # CreateTopics
     20: 1,  # DeleteTopics
     23: 2,  # OffsetForLeaderEpoch
-    27: 1,  # WriteTxnMarkers (between brokers; Millrace's send v1)
     29: 1,  # DescribeAcls
     30: 1,  # CreateAcls
     31: 1,  # DeleteAcls

@@ -123,6 +123,7 @@ def test_describe_cluster_v2_and_find_coordinator_v6(kafka):
 
     group = find(0, "g-" + topic_name())
     assert (group["error_code"], group["port"]) == (E.NONE, kafka.port)
-    assert find(1, "txn")["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    txn = find(1, "txn")  # the tenant's admin may describe every transactional id
+    assert (txn["error_code"], txn["port"]) == (E.NONE, kafka.port)
     assert find(2, "g:AAAAAAAAAAAAAAAAAAAAAA:0")["error_code"] == E.CLUSTER_AUTHORIZATION_FAILED
     client.close()

@@ -224,3 +224,124 @@ def test_a_key_without_write_on_the_transactional_id_is_refused_at_once(trio):
     error = failure.value.args[0]
     assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in error.name(), error
     assert time.monotonic() - started < 30  # not retried until the timeout
+
+
+def _expected(tag: str, topics: tuple[str, str], count: int = 12) -> list[tuple[str, int, str]]:
+    return [(topics[i % 2], i % 3, f"{tag}-{i}") for i in range(count)]
+
+
+def test_kafka_python_transactions_and_read_committed_consumer(trio):
+    """The same guarantees with kafka-python's transactional producer, read back by
+    kafka-python's own consumer at read_committed as well as by confluent-kafka's."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    from tests.broker.conftest import kafka_python_conf
+
+    env = trio[1]
+    topics = (topic_name("kp-tx-a"), topic_name("kp-tx-b"))
+    _create(env, *topics)
+    producer = KafkaProducer(
+        transactional_id=f"kp-{uuid.uuid4().hex[:8]}", **kafka_python_conf(env, env.admin_a)
+    )
+    producer.init_transactions()
+    for tag, commit in (("c1", True), ("a1", False), ("c2", True)):
+        producer.begin_transaction()
+        for topic, partition, value in _expected(tag, topics):
+            producer.send(topic, value.encode(), partition=partition)
+        producer.flush()
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    producer.close()
+    committed = _expected("c1", topics) + _expected("c2", topics)
+    assert _by_partition(_read(env, list(topics), "read_committed", 24)) == (
+        _by_partition(committed)
+    )
+    consumer = KafkaConsumer(
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **kafka_python_conf(env, env.admin_a),
+    )
+    consumer.assign([TopicPartition(t, p) for t in topics for p in range(3)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 24 and time.monotonic() < deadline:
+        for tp, records in consumer.poll(timeout_ms=500).items():
+            got += [(tp.topic, tp.partition, r.value.decode()) for r in records]
+    extra = consumer.poll(timeout_ms=1000)
+    consumer.close()
+    assert not extra
+    assert _by_partition(got) == _by_partition(committed)
+
+
+def test_aiokafka_transactions_with_offsets(trio):
+    """aiokafka's transactional producer: a consume-transform-produce step with its
+    offsets, one committed and one aborted, checked with confluent-kafka."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer, TopicPartition
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    env = trio[2]
+    source, sink = topic_name("aio-in"), topic_name("aio-out")
+    _create(env, source, sink, partitions=1)
+    group = f"aio-{uuid.uuid4().hex[:8]}"
+    sasl = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": env.admin_a.key_id,
+        "sasl_plain_password": env.admin_a.secret,
+    }
+
+    async def run():
+        producer = AIOKafkaProducer(
+            bootstrap_servers=env.bootstrap, transactional_id=f"aio-{uuid.uuid4().hex[:8]}", **sasl
+        )
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(5):
+                    await producer.send(sink, f"ok-{i}".encode(), partition=0)
+                await producer.send_offsets_to_transaction({TopicPartition(source, 0): 5}, group)
+            await producer.begin_transaction()
+            await producer.send(sink, b"dropped", partition=0)
+            await producer.send_offsets_to_transaction({TopicPartition(source, 0): 9}, group)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    consumer = Consumer(confluent_conf(env, env.admin_a, **{"group.id": group}))
+    [tp] = consumer.committed([CTopicPartition(source, 0)], timeout=20)
+    consumer.close()
+    assert tp.offset == 5
+    assert [v for _, _, v in _read(env, [sink], "read_committed", 5)] == [
+        f"ok-{i}" for i in range(5)
+    ]
+    assert len(_read(env, [sink], "read_uncommitted", 6)) == 6
+
+
+def test_a_transaction_left_open_past_its_timeout_is_aborted(trio):
+    """A producer that stops in the middle of a transaction holds read_committed readers
+    at its first record only until its transaction.timeout.ms: its coordinator then
+    fences and aborts it, and the readers move on."""
+    from confluent_kafka import KafkaException, Producer
+
+    env = trio[0]
+    name = topic_name("tx-timeout")
+    _create(env, name, partitions=1)
+    stuck = _producer(env, f"stuck-{uuid.uuid4().hex[:8]}", **{"transaction.timeout.ms": 2000})
+    stuck.init_transactions(30)
+    stuck.begin_transaction()
+    stuck.produce(name, b"never-committed", partition=0)
+    stuck.flush(30)
+    plain = Producer(confluent_conf(env, env.admin_a))
+    plain.produce(name, b"after", partition=0)
+    assert plain.flush(30) == 0
+    # Held back while the transaction is open, then readable once it is aborted.
+    assert [v for _, _, v in _read(env, [name], "read_committed", 1, timeout=30)] == ["after"]
+    with pytest.raises(KafkaException):
+        stuck.commit_transaction(30)

@@ -192,3 +192,75 @@ def test_the_cleaner_waits_for_the_dirty_ratio_and_the_compaction_lag(tmp_path):
     assert compact(young, clock.now).segments_cleaned == 0
     clock.now = max(s.max_timestamp for s in young.segments) + 10_000  # all old enough
     assert compact(young, clock.now).segments_cleaned > 0
+
+
+def _txn_batch(pid: int, seq: int, keys: list[bytes], values: list[bytes], ts: int = 1000) -> bytes:
+    from data_plane.records import Record, RecordBatch
+
+    return RecordBatch(
+        base_offset=0,
+        records=tuple(
+            Record(i, ts, k, v) for i, (k, v) in enumerate(zip(keys, values, strict=True))
+        ),
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        is_transactional=True,
+    ).encode()
+
+
+def _marker(pid: int, commit: bool) -> bytes:
+    from data_plane.log.transactions import ControlType, control_batch
+
+    return control_batch(pid, 0, ControlType.COMMIT if commit else ControlType.ABORT, 0, 2000)
+
+
+def test_compaction_drops_aborted_records_keeps_markers_and_stops_at_the_lso(tmp_path):
+    """An aborted transaction's value never shadows the committed one, its records go,
+    markers and the aborted-transaction index stay, and an open transaction's records
+    (and everything after them) are not cleaned."""
+    clock = Clock(0)
+    log = open_log(tmp_path / "p", CONFIG, clock)
+    log.append(_txn_batch(7, 0, [b"a", b"b"], [b"a-committed", b"b-committed"]))
+    log.append(_marker(7, commit=True), markers=True)
+    log.append(_txn_batch(8, 0, [b"a", b"c"], [b"a-aborted", b"c-aborted"]))
+    log.append(_marker(8, commit=False), markers=True)
+    for r in range(6):  # other keys, to roll segments past the transactions
+        log.append(batch(5, ts=r, keys=[b"x%d" % i for i in range(5)]))
+    open_first = log.log_end_offset
+    log.append(_txn_batch(9, 0, [b"b"], [b"b-open"]))  # undecided: the LSO stops here
+    for r in range(6):
+        log.append(batch(5, ts=r, keys=[b"x%d" % i for i in range(5)]))
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == open_first
+    aborted_before = log.aborted_transactions(0, log.log_end_offset)
+    assert [t.producer_id for t in aborted_before] == [8]
+
+    result = compact(log, clock.now)
+    assert result.segments_cleaned > 0
+    after = {r.offset: r for r in all_records(log)}
+    values = [r.value for r in after.values()]
+    assert b"a-committed" in values and b"b-committed" in values
+    assert b"a-aborted" not in values and b"c-aborted" not in values
+    assert b"b-open" in values  # above the LSO: untouched
+    # Nothing at or past the LSO was rewritten: every x-record from there is still there.
+    assert sum(1 for o in after if o >= open_first) == 1 + 30
+    # Markers kept (offsets 2 and 5), and the abort still indexed for read_committed.
+    headers = _headers(log)
+    assert [h.base_offset for h in headers if h.is_control] == [2, 5]
+    assert log.aborted_transactions(0, log.log_end_offset) == aborted_before
+    # And after a restart (the cleaned segment's .txnindex was swapped in).
+    for segment in log.segments:
+        segment.close_files()
+    reopened = open_log(tmp_path / "p", CONFIG, clock)
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == aborted_before
+
+
+def _headers(log):
+    from data_plane.records.batch import iter_batches
+
+    found = []
+    for segment in log.segments:
+        data = segment.log_path.read_bytes()
+        found += list(iter_batches(data))
+    return found

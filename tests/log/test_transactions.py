@@ -153,3 +153,20 @@ def test_truncation_after_a_restart_with_a_transaction_open_replays(tmp_path):
     log.truncate_to(1)  # cuts the open transaction's batches
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == log.log_end_offset == 1
+
+
+def test_the_last_stable_offset_is_never_below_the_log_start(tmp_path):
+    """DeleteRecords (or retention) past an open transaction's first record: readers are
+    held at the log start, not at an offset that no longer exists (as Kafka does)."""
+    log = open_log(tmp_path / "p")
+    log.append(batch(2))  # 0-1
+    log.append(txn(7, 0))  # 2-3: open
+    log.append(batch(2))  # 4-5
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 2
+    log.delete_records_before(3)
+    assert log.log_start_offset == 3
+    assert log.last_stable_offset == 3
+    log.append(marker(7, COMMIT), markers=True)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == log.high_watermark == 7

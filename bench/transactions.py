@@ -1,0 +1,495 @@
+"""Transactions benchmark: ``python -m bench.transactions [--quick]``.
+
+``make bench-transactions`` runs it. Three brokers on loopback and the controller, as in
+``bench.replication`` (its ``Cluster``; a throwaway Postgres database). Clients are
+confluent-kafka, signed in as a service account that may do anything. Prints one JSON line
+per workload, each against a baseline measured in the same run on the same cluster (runs
+alternate; medians and ranges):
+
+* ``txn_produce_100b_acks_all_rf3``: 100-byte records to a 3-partition topic (replication
+  factor 3, ``min.insync.replicas`` 2) by a transactional producer, in transactions of
+  1,000 records (begin, produce, commit); the baseline is an idempotent producer (acks=all)
+  writing the same records without transactions. Target: at least 50% of the baseline.
+* ``consume_transform_produce``: a loop reads a 3-partition topic in a group and writes
+  each record (upper-cased) to another, committing every 1,000 records: exactly once (the
+  output and the input offsets in one transaction, reading at read_committed) against at
+  least once (plain acks=all produce, flush, then a synchronous offset commit). Reported:
+  records/s over a backlog, and end-to-end latency (from the input record's timestamp to
+  a read_committed reader of the output receiving it) while the input is produced at a
+  steady rate.
+* ``read_committed_10pct_aborted``: a backlog written in transactions of 1,000 records of
+  which every tenth is aborted, read from offset 0 to its end by a read_committed consumer
+  against a read_uncommitted one. Reported: the backlog's offsets per second (both read
+  the same log to its end; the committed reader delivers 90% of the records). Target: at
+  least 80% of read_uncommitted.
+
+Every wait is bounded by ``--timeout``; every process is stopped on the way out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench import perf
+from bench.common import bench_env, emit, free_port, metadata_database, prepare_store, run_step
+from bench.replication import BROKER_IDS, Cluster, cluster, delete_topic, in_sync, wait_until
+
+RECORD_BYTES = 100
+TXN_RECORDS = 1_000  # records per transaction
+PRODUCE_RECORDS = 300_000
+CTP_RECORDS = 100_000
+CTP_RATE = 2_000  # input records/s in the latency run
+CTP_SECONDS = 15.0
+BACKLOG_RECORDS = 1_000_000
+PARTITIONS = 3
+
+
+def create_topic(admin: Any, timeout: float, prefix: str) -> str:
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    name = f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
+    perf.create_topics(admin, [NewTopic(name, PARTITIONS, 3, config={"min.insync.replicas": "2"})])
+    wait_until(lambda: _all_in_sync(admin, name), timeout, f"{name} to be in sync")
+    return name
+
+
+def _all_in_sync(admin: Any, name: str) -> bool:
+    from confluent_kafka import KafkaException
+
+    try:
+        topic = admin.list_topics(name, timeout=5).topics.get(name)
+    except KafkaException:
+        return False
+    if topic is None or topic.error is not None or len(topic.partitions) != PARTITIONS:
+        return False
+    return all(
+        p.leader >= 0 and len(p.isrs) == len(p.replicas) == 3 for p in topic.partitions.values()
+    ) and in_sync(admin, name, 3)
+
+
+def _producer(conf: dict[str, Any], transactional: bool) -> Any:
+    from confluent_kafka import Producer
+
+    extra: dict[str, Any] = {
+        "acks": "all",
+        "linger.ms": 5,
+        "batch.size": 2**20,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2**21,
+        "enable.idempotence": True,
+    }
+    if transactional:
+        extra["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
+    producer = Producer(conf | extra)
+    if transactional:
+        producer.init_transactions(60)
+    return producer
+
+
+def _send(producer: Any, topic: str, payload: bytes, count: int, start: int = 0) -> None:
+    for i in range(start, start + count):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.005)
+
+
+def produce_records(
+    conf: dict[str, Any], topic: str, records: int, transactional: bool, abort_every: int = 0
+) -> dict[str, Any]:
+    """Write ``records`` 100-byte records; transactional: in transactions of 1,000 (every
+    ``abort_every``-th aborted). Records/s from the first produce() to the last commit
+    (or flush)."""
+    producer = _producer(conf, transactional)
+    payload = os.urandom(RECORD_BYTES)
+    errors = 0
+
+    def delivered(err: Any, msg: Any) -> None:
+        nonlocal errors
+        if err is not None:
+            errors += 1
+
+    start = time.perf_counter()
+    if transactional:
+        n = 0
+        for sent in range(0, records, TXN_RECORDS):
+            producer.begin_transaction()
+            _send(producer, topic, payload, min(TXN_RECORDS, records - sent), sent)
+            n += 1
+            if abort_every and n % abort_every == 0:
+                producer.abort_transaction(60)
+            else:
+                producer.commit_transaction(60)
+    else:
+        _send(producer, topic, payload, records)
+        producer.flush(300)
+    seconds = time.perf_counter() - start
+    return {"records_per_s": round(records / seconds), "seconds": round(seconds, 3)}
+
+
+def txn_produce(nodes: Cluster, admin: Any, records: int, repeats: int, timeout: float) -> dict:
+    runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for _ in range(repeats):
+        for transactional in (False, True):
+            topic = create_topic(admin, timeout, "txn" if transactional else "idem")
+            os.sync()
+            cpu = nodes.cpu_seconds()
+            result = produce_records(nodes.conf, topic, records, transactional)
+            result["broker_cpu_s"] = round(nodes.cpu_seconds() - cpu, 2)
+            runs[transactional].append(result)
+            delete_topic(admin, topic)
+    txn, idem = _summary(runs[True]), _summary(runs[False])
+    return txn | {
+        "baseline_idempotent": idem,
+        "ratio": round(txn["records_per_s"] / idem["records_per_s"], 3),
+    }
+
+
+def _summary(results: list[dict[str, Any]], key: str = "records_per_s") -> dict[str, Any]:
+    rates = [r[key] for r in results]
+    out: dict[str, Any] = {
+        key: round(statistics.median(rates)),
+        f"{key}_range": [min(rates), max(rates)],
+    }
+    if "broker_cpu_s" in results[0]:
+        out["broker_cpu_s"] = statistics.median(r["broker_cpu_s"] for r in results)
+    return out
+
+
+# --- consume-transform-produce ----------------------------------------------------------------
+
+
+class Loop:
+    """The consume-transform-produce loop, exactly once or at least once, on a thread."""
+
+    def __init__(self, conf: dict[str, Any], source: str, sink: str, exactly_once: bool) -> None:
+        from confluent_kafka import Consumer
+
+        self.exactly_once = exactly_once
+        self.sink = sink
+        self.consumer = Consumer(
+            conf
+            | {
+                "group.id": f"bench-ctp-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        self.consumer.subscribe([source])
+        self.producer = _producer(conf, exactly_once)
+        self.done = 0
+        self.stop = threading.Event()
+
+    def run(self, records: int, deadline: float) -> None:
+        pending = 0
+        if self.exactly_once:
+            self.producer.begin_transaction()
+        while self.done < records and time.monotonic() < deadline and not self.stop.is_set():
+            batch = self.consumer.consume(500, 0.05)
+            for msg in batch:
+                if msg.error() is not None:
+                    continue
+                # The input's timestamp travels in the key: the latency reader uses it.
+                ts = str(msg.timestamp()[1]).encode()
+                _produce_one(self.producer, self.sink, ts, msg.value().upper(), msg.partition())
+                pending += 1
+            if pending >= TXN_RECORDS or (pending and not batch):
+                self._commit()
+                self.done += pending
+                pending = 0
+        if pending:
+            self._commit()
+            self.done += pending
+        elif self.exactly_once:
+            self.producer.abort_transaction(60)
+
+    def _commit(self) -> None:
+        if self.exactly_once:
+            positions = self.consumer.position(self.consumer.assignment())
+            self.producer.send_offsets_to_transaction(
+                positions, self.consumer.consumer_group_metadata(), 60
+            )
+            self.producer.commit_transaction(60)
+            self.producer.begin_transaction()
+        else:
+            self.producer.flush(60)
+            self.consumer.commit(asynchronous=False)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _produce_one(producer: Any, topic: str, key: bytes, value: bytes, partition: int) -> None:
+    while True:
+        try:
+            producer.produce(topic, value, key=key, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.005)
+
+
+def ctp_throughput(nodes: Cluster, admin: Any, records: int, exactly_once: bool, timeout: float):
+    source = create_topic(admin, timeout, "ctp-in")
+    sink = create_topic(admin, timeout, "ctp-out")
+    produce_records(nodes.conf, source, records, transactional=False)
+    loop = Loop(nodes.conf, source, sink, exactly_once)
+    start = time.perf_counter()
+    loop.run(records, time.monotonic() + max(timeout, 600))
+    seconds = time.perf_counter() - start
+    loop.close()
+    delete_topic(admin, source)
+    delete_topic(admin, sink)
+    return {"records_per_s": round(loop.done / seconds), "records": loop.done}
+
+
+def ctp_latency(nodes: Cluster, admin: Any, seconds: float, exactly_once: bool, timeout: float):
+    """Input at CTP_RATE records/s for ``seconds``; a read_committed reader of the output
+    notes receive time minus the input record's timestamp."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    source = create_topic(admin, timeout, "ctpl-in")
+    sink = create_topic(admin, timeout, "ctpl-out")
+    total = int(CTP_RATE * seconds)
+    loop = Loop(nodes.conf, source, sink, exactly_once)
+    runner = threading.Thread(
+        target=loop.run, args=(total, time.monotonic() + seconds + timeout), daemon=True
+    )
+    latencies: list[float] = []
+    reader = Consumer(
+        nodes.conf
+        | {
+            "group.id": f"bench-ctpl-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    reader.assign([TopicPartition(sink, p, 0) for p in range(PARTITIONS)])
+
+    def read() -> None:
+        end = time.monotonic() + seconds + timeout
+        while len(latencies) < total and time.monotonic() < end:
+            for msg in reader.consume(500, 0.1):
+                if msg.error() is None and msg.key():
+                    latencies.append(time.time() * 1000 - int(msg.key()))
+
+    reading = threading.Thread(target=read, daemon=True)
+    runner.start()
+    reading.start()
+    # The loop's group must have its partitions before the clock starts.
+    wait_until(lambda: bool(loop.consumer.assignment()), timeout, "the loop's assignment")
+    producer = Producer(nodes.conf | {"linger.ms": 1, "acks": "all"})
+    payload = os.urandom(RECORD_BYTES)
+    start = time.monotonic()
+    for i in range(total):
+        intended = start + i / CTP_RATE
+        delay = intended - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        # The timestamp is the intended send time (wall clock): a stall is not hidden.
+        stamp = int((time.time() + intended - time.monotonic()) * 1000)
+        while True:
+            try:
+                producer.produce(source, payload, partition=i % PARTITIONS, timestamp=stamp)
+                break
+            except BufferError:
+                producer.poll(0.005)
+        producer.poll(0)
+    producer.flush(60)
+    runner.join(seconds + timeout)
+    reading.join(timeout)
+    loop.stop.set()
+    loop.close()
+    reader.close()
+    delete_topic(admin, source)
+    delete_topic(admin, sink)
+    ordered = sorted(latencies)
+
+    def pct(q: float) -> float | None:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1) if ordered else None
+
+    return {"received": len(ordered), "sent": total, "p50_ms": pct(0.5), "p99_ms": pct(0.99)}
+
+
+# --- read_committed over aborted transactions ---------------------------------------------
+
+
+def read_backlog(conf: dict[str, Any], topic: str, isolation: str, expected: int, timeout: float):
+    """Seconds to read ``topic`` from offset 0 until ``expected`` records arrived."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        conf
+        | {
+            "group.id": f"bench-rc-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "fetch.max.bytes": 50 * 2**20,
+            "max.partition.fetch.bytes": 10 * 2**20,
+            "queued.max.messages.kbytes": 2**20,
+            "queued.min.messages": 2_000_000,
+            "fetch.queue.backoff.ms": 5,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got = 0
+    start = time.perf_counter()
+    deadline = start + timeout
+    while got < expected and time.perf_counter() < deadline:
+        got += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+    seconds = time.perf_counter() - start
+    consumer.close()
+    if got != expected:
+        raise RuntimeError(f"{isolation} read {got} records, expected {expected}")
+    return seconds
+
+
+def read_committed(nodes: Cluster, admin: Any, records: int, repeats: int, timeout: float):
+    topic = create_topic(admin, timeout, "rc")
+    produce_records(nodes.conf, topic, records, transactional=True, abort_every=10)
+    transactions = -(-records // TXN_RECORDS)
+    aborted = transactions // 10 * TXN_RECORDS
+    runs: dict[str, list[dict[str, Any]]] = {"read_committed": [], "read_uncommitted": []}
+    for _ in range(repeats):
+        for isolation, expected in (
+            ("read_uncommitted", records),
+            ("read_committed", records - aborted),
+        ):
+            seconds = read_backlog(nodes.conf, topic, isolation, expected, max(timeout, 600))
+            runs[isolation].append(
+                {
+                    "backlog_records_per_s": round(records / seconds),
+                    "delivered_records_per_s": round(expected / seconds),
+                }
+            )
+    delete_topic(admin, topic)
+    committed = _summary(runs["read_committed"], "backlog_records_per_s")
+    uncommitted = _summary(runs["read_uncommitted"], "backlog_records_per_s")
+    return committed | {
+        "aborted_records": aborted,
+        "baseline_read_uncommitted": uncommitted,
+        "ratio": round(
+            committed["backlog_records_per_s"] / uncommitted["backlog_records_per_s"], 3
+        ),
+    }
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke run)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each kind")
+    parser.add_argument("--timeout", type=float, default=60.0, help="bound on every wait (s)")
+    parser.add_argument(
+        "--only",
+        choices=["produce", "ctp", "read_committed"],
+        action="append",
+        help="run only these workloads (repeatable; default: all)",
+    )
+    args = parser.parse_args(argv)
+    scale = 0.01 if args.quick else 1.0
+    repeats = 1 if args.quick else args.repeats
+    work = Path(tempfile.mkdtemp(prefix="millrace-transactions-bench-"))
+    try:
+        with metadata_database("postgres", f"millrace_bench_txn_{os.getpid()}") as url:
+            assert url is not None
+            env = bench_env(
+                work, {"DATABASE_URL": url, "MILLRACE_INTERNAL_SECRET": secrets.token_hex(32)}
+            )
+            prepare_store(env)
+            ports = {broker_id: free_port() for broker_id in BROKER_IDS}
+            key = run_step(env, "bench.store", "credentials", "bench-transactions")
+            _run(work, env, ports, key, args, scale, repeats)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _run(work, env, ports, key, args, scale: float, repeats: int) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    common = {
+        "brokers": len(BROKER_IDS),
+        "replication_factor": 3,
+        "min_insync_replicas": 2,
+        "acks": "all",
+        "partitions": PARTITIONS,
+        "record_bytes": RECORD_BYTES,
+        "records_per_transaction": TXN_RECORDS,
+        "cpus": os.cpu_count(),
+        "pinned": False,
+    }
+    wanted = set(args.only or ["produce", "ctp", "read_committed"])
+    with cluster(work, env, ports, key) as nodes:
+        admin = AdminClient(nodes.conf)
+        if "produce" in wanted:
+            records = int(PRODUCE_RECORDS * scale)
+            result = txn_produce(nodes, admin, records, repeats, args.timeout)
+            emit(
+                "txn_produce_100b_acks_all_rf3",
+                records=records,
+                repeats=repeats,
+                target_ratio=0.5,
+                **common,
+                **result,
+            )
+        if "ctp" in wanted:
+            records = int(CTP_RECORDS * scale)
+            seconds = 3.0 if args.quick else CTP_SECONDS
+            runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+            latency: dict[bool, dict[str, Any]] = {}
+            for _ in range(repeats):
+                for exactly_once in (False, True):
+                    runs[exactly_once].append(
+                        ctp_throughput(nodes, admin, records, exactly_once, args.timeout)
+                    )
+            for exactly_once in (False, True):
+                latency[exactly_once] = ctp_latency(
+                    nodes, admin, seconds, exactly_once, args.timeout
+                )
+            eos, alo = _summary(runs[True]), _summary(runs[False])
+            emit(
+                "consume_transform_produce",
+                records=records,
+                repeats=repeats,
+                latency_rate_per_s=CTP_RATE,
+                latency_seconds=seconds,
+                **common,
+                **eos,
+                latency=latency[True],
+                baseline_at_least_once=alo | {"latency": latency[False]},
+                ratio=round(eos["records_per_s"] / alo["records_per_s"], 3),
+            )
+        if "read_committed" in wanted:
+            records = int(BACKLOG_RECORDS * scale)
+            result = read_committed(nodes, admin, records, repeats, args.timeout)
+            emit(
+                "read_committed_10pct_aborted",
+                records=records,
+                repeats=repeats,
+                target_ratio=0.8,
+                **common,
+                **result,
+            )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
