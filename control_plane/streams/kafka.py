@@ -140,6 +140,7 @@ def stream_consumer(
         "enable_auto_commit": False,
         "fetch_max_bytes": 4 * 2**20,
         "max_partition_fetch_bytes": 2**20,
+        "isolation_level": "read_committed",
     }
     if group:
         return AIOKafkaConsumer(
@@ -386,6 +387,7 @@ class Gateway:
             partition_assignment_strategy=ASSIGNORS,
             auto_offset_reset=auto_offset_reset,
             enable_auto_commit=auto_commit,
+            isolation_level="read_committed",
             # Bounded prefetch: one web process holds many instances.
             fetch_max_bytes=4 * 2**20,
             max_partition_fetch_bytes=2**20,

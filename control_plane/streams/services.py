@@ -270,19 +270,27 @@ def read_partition(
     max_bytes: int,
     wait_ms: int,
     formats: dict[str, str],
+    read_committed: bool = True,
 ) -> dict[str, Any]:
     """Records of one partition from ``offset``, the first at or after ``timestamp``, or a
     ``position`` (earliest, latest, newest: the last ``max_records``; earliest when none is
     given); waits up to ``wait_ms`` for a first record. The data API's read response.
+    ``read_committed`` (the default): committed records only, up to the last stable
+    offset (latest and newest count from there).
 
     Raises ``Unavailable`` when the brokers cannot be read, and the API error of a Kafka
     error code a broker answered with (``kafka_error``)."""
     tp = (topic, partition)
     try:
         with readers.client(who, timeout=10.0 + wait_ms / 1000) as client:
-            start = _start(client, tp, offset, timestamp, position, max_records)
+            start = _start(client, tp, offset, timestamp, position, max_records, read_committed)
             answer = client.read(
-                tp, start, max_records=max_records, max_bytes=max_bytes, max_wait_ms=wait_ms
+                tp,
+                start,
+                max_records=max_records,
+                max_bytes=max_bytes,
+                max_wait_ms=wait_ms,
+                read_committed=read_committed,
             )
     except KafkaClientError as exc:
         raise Unavailable(f"reading {topic}[{partition}] failed: {exc}") from None
@@ -298,6 +306,9 @@ def read_partition(
         for rec, ts_type, _ in answer.records
     ]
     next_offset = answer.records[-1][0].offset + 1 if answer.records else start
+    if not answer.records:
+        # Only transaction markers or aborted records were read: page on past them.
+        next_offset = max(next_offset, answer.scanned_to)
     return {
         "topic": topic,
         "partition": partition,
@@ -305,6 +316,8 @@ def read_partition(
         "next_offset": next_offset,
         "log_start_offset": answer.log_start_offset,
         "high_watermark": answer.high_watermark,
+        "last_stable_offset": answer.last_stable_offset,
+        "isolation_level": "read_committed" if read_committed else "read_uncommitted",
     }
 
 
@@ -315,20 +328,22 @@ def _start(
     timestamp: int | None,
     position: str | None,
     max_records: int,
+    read_committed: bool = True,
 ) -> int:
     if offset is not None:
         return int(offset)
     position = position or "earliest"
     spec = timestamp if timestamp is not None else EARLIEST if position == "earliest" else LATEST
-    answers = client.list_offsets({tp: spec})
+    committed = {"read_committed": read_committed}
+    answers = client.list_offsets({tp: spec}, **committed)
     found = answers[tp]
     if found.error:
         raise kafka_error(found.error, topic=tp[0], partition=tp[1])
     if timestamp is not None and found.offset < 0:
         # Every record is older: start at the end, as Kafka's consumers do.
-        found = client.list_offsets({tp: LATEST})[tp]
+        found = client.list_offsets({tp: LATEST}, **committed)[tp]
     if position == "newest" and timestamp is None:
-        start = client.list_offsets({tp: EARLIEST})[tp].offset
+        start = client.list_offsets({tp: EARLIEST}, **committed)[tp].offset
         return max(start, found.offset - int(max_records))
     return int(found.offset)
 
@@ -370,6 +385,8 @@ def instance_body(instance: ConsumerInstance) -> dict[str, Any]:
         "topics": instance.topics,
         "auto_commit": instance.auto_commit,
         "idle_timeout_seconds": int(instance.idle_timeout),
+        # Consumers here read committed transactions only, as librdkafka's do by default.
+        "isolation_level": "read_committed",
         "assignment": [{"topic": t, "partition": p} for t, p in assignment],
         **instance.formats,
     }

@@ -269,6 +269,9 @@ def subscribed_frame(subscription: Subscription) -> dict[str, Any]:
         "group": subscription.group,
         "mode": subscription.mode,
         "window": subscription.window,
+        # Streams read committed transactions only (markers and aborted records never
+        # reach a socket), as librdkafka's consumers do by default.
+        "isolation_level": "read_committed",
     }
 
 

@@ -236,6 +236,9 @@ READ_FORMAT_HELP = (
 )
 
 
+ISOLATION_LEVELS = ["read_committed", "read_uncommitted"]
+
+
 class ReadQuery(drf.Serializer):
     offset = drf.IntegerField(required=False, min_value=0)
     timestamp = drf.IntegerField(required=False, min_value=0, help_text="ms since the epoch")
@@ -257,6 +260,16 @@ class ReadQuery(drf.Serializer):
         choices=codec.READ_FORMATS, required=False, default=codec.AUTO, help_text=READ_FORMAT_HELP
     )
     header_format = drf.ChoiceField(choices=codec.HEADER_FORMATS, required=False, default="string")
+    isolation_level = drf.ChoiceField(
+        choices=ISOLATION_LEVELS,
+        required=False,
+        default="read_committed",
+        help_text=(
+            "read_committed (the default, as librdkafka's consumers): records of committed "
+            "transactions only, up to the last stable offset; read_uncommitted: everything "
+            "up to the high watermark, aborted transactions' records included"
+        ),
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         given = [k for k in ("offset", "timestamp", "position") if k in attrs]
@@ -300,6 +313,8 @@ READ_RESPONSE = inline_serializer(
         "next_offset": drf.IntegerField(),
         "log_start_offset": drf.IntegerField(),
         "high_watermark": drf.IntegerField(),
+        "last_stable_offset": drf.IntegerField(),
+        "isolation_level": drf.ChoiceField(choices=ISOLATION_LEVELS),
     },
 )
 
@@ -343,6 +358,7 @@ class PartitionRecordsView(DataView):
                 max_bytes=q["max_bytes"],
                 wait_ms=q["wait_ms"],
                 formats=formats,
+                read_committed=q["isolation_level"] == "read_committed",
             )
         )
 
@@ -377,6 +393,7 @@ INSTANCE_RESPONSE = inline_serializer(
         "topics": drf.ListField(child=drf.CharField()),
         "auto_commit": drf.BooleanField(),
         "idle_timeout_seconds": drf.IntegerField(),
+        "isolation_level": drf.ChoiceField(choices=["read_committed"]),
         "assignment": drf.ListField(child=drf.JSONField()),
         "key_format": drf.CharField(),
         "value_format": drf.CharField(),

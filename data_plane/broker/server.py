@@ -61,6 +61,8 @@ logger = logging.getLogger("millrace.broker")
 T = TypeVar("T")
 
 PRODUCER_ID_BLOCK = 1000
+# How long EndTxn waits for its markers before answering (the decision is durable before).
+END_TXN_WAIT_S = 5.0
 # How often the tenants' storage on this broker is recounted from the logs (retention and
 # compaction shrink them; appends are added as they happen).
 STORAGE_RECOUNT_SECONDS = 5.0
@@ -123,6 +125,7 @@ class Broker:
             self.txn_markers,
             clock=lambda: int(time.time() * 1000),
             max_timeout_ms=config.transaction_max_timeout_ms,
+            end_wait_s=END_TXN_WAIT_S,
         )
         # What handlers may use: narrow views of this broker and its services.
         self.services = Services(

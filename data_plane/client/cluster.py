@@ -9,7 +9,7 @@ DescribeLogDirs is the exception: every broker answers only for the logs it hold
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,11 @@ class ReadAnswer:
     log_start_offset: int = -1
     high_watermark: int = -1
     error: int = ErrorCode.NONE
+    # read_committed: the reads stop here, and aborted transactions' records are left out.
+    last_stable_offset: int = -1
+    # The offset after the last whole batch the fetch returned (-1: none): where to read
+    # next when every record read was left out (markers, aborted transactions).
+    scanned_to: int = -1
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,9 @@ class FetchAnswer:
     log_start_offset: int = -1
     high_watermark: int = -1
     error: int = ErrorCode.NONE
+    last_stable_offset: int = -1
+    # read_committed: (producer id, first offset) of the aborted transactions in range.
+    aborted: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -289,7 +297,11 @@ class ClusterClient:
     # --- offsets ---------------------------------------------------------------------------
 
     def list_offsets(
-        self, queries: Mapping[TopicPartition, int], *, refresh: bool = True
+        self,
+        queries: Mapping[TopicPartition, int],
+        *,
+        refresh: bool = True,
+        read_committed: bool = False,
     ) -> dict[TopicPartition, OffsetAnswer]:
         """ListOffsets: ``EARLIEST``, ``LATEST`` or a timestamp (ms) per partition.
 
@@ -297,7 +309,8 @@ class ClusterClient:
         about the same partitions right after).
 
         For a timestamp the answer is the first offset whose record has a timestamp at or
-        after it (offset -1 when every record is older).
+        after it (offset -1 when every record is older). ``read_committed``: LATEST is the
+        last stable offset.
         """
 
         def ask(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
@@ -312,7 +325,7 @@ class ClusterClient:
                 )
             request: bodies.ListOffsetsRequest = {
                 "replica_id": -1,
-                "isolation_level": 0,
+                "isolation_level": 1 if read_committed else 0,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
             }
             answer = conn.request(LIST_OFFSETS, 7, request, bodies.ListOffsetsResponse)
@@ -358,32 +371,67 @@ class ClusterClient:
         max_records: int,
         max_bytes: int,
         max_wait_ms: int = 0,
+        read_committed: bool = False,
     ) -> ReadAnswer:
         """Up to ``max_records`` records of ``tp`` from ``offset`` (a consumer's Fetch).
 
         With ``max_wait_ms`` the leader holds the request until a record arrives or the
         time is up (a long poll). ``max_bytes`` bounds the fetch as in Kafka: the first
         batch is returned even if it is larger, so a big record can always be read.
+        ``read_committed`` (Kafka's isolation level): only up to the last stable offset,
+        and without the records of aborted transactions.
         """
 
-        answer = self.fetch(tp, offset, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+        answer = self.fetch(
+            tp,
+            offset,
+            max_bytes=max_bytes,
+            max_wait_ms=max_wait_ms,
+            read_committed=read_committed,
+        )
         if answer.error != ErrorCode.NONE:
-            return ReadAnswer([], answer.log_start_offset, answer.high_watermark, answer.error)
-        records = decode_records(answer.records, offset, max_records)
-        return ReadAnswer(records, answer.log_start_offset, answer.high_watermark)
+            return ReadAnswer(
+                [],
+                answer.log_start_offset,
+                answer.high_watermark,
+                answer.error,
+                answer.last_stable_offset,
+            )
+        records = decode_records(answer.records, offset, max_records, answer.aborted)
+        return ReadAnswer(
+            records,
+            answer.log_start_offset,
+            answer.high_watermark,
+            last_stable_offset=answer.last_stable_offset,
+            scanned_to=_whole_batches_end(answer.records),
+        )
 
     def fetch(
-        self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int = 0
+        self,
+        tp: TopicPartition,
+        offset: int,
+        *,
+        max_bytes: int,
+        max_wait_ms: int = 0,
+        read_committed: bool = False,
     ) -> FetchAnswer:
         """The record batches of ``tp`` from ``offset``, undecoded (see :class:`FetchAnswer`)."""
 
         def ask(conn: Connection, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            answer = self._fetch_raw(conn, {tp: offset}, max_bytes, max_wait_ms)
+            answer = self._fetch_raw(conn, {tp: offset}, max_bytes, max_wait_ms, read_committed)
             p = answer["responses"][0]["partitions"][0]
             records = _records(p) if p["error_code"] == ErrorCode.NONE else b""
+            aborted = tuple(
+                (t["producer_id"], t["first_offset"]) for t in p["aborted_transactions"] or ()
+            )
             return {
                 tp: FetchAnswer(
-                    records, p["log_start_offset"], p["high_watermark"], p["error_code"]
+                    records,
+                    p["log_start_offset"],
+                    p["high_watermark"],
+                    p["error_code"],
+                    p["last_stable_offset"],
+                    aborted,
                 )
             }
 
@@ -398,6 +446,7 @@ class ClusterClient:
         positions: Mapping[TopicPartition, int],
         max_bytes: int,
         max_wait_ms: int = 0,
+        read_committed: bool = False,
     ) -> bodies.FetchResponse:
         topics: dict[str, list[bodies.FetchRequestPartitions]] = {}
         for (topic, index), offset in positions.items():
@@ -416,7 +465,7 @@ class ClusterClient:
             "max_wait_ms": max_wait_ms,
             "min_bytes": 1 if max_wait_ms else 0,
             "max_bytes": max_bytes * max(1, len(positions)),
-            "isolation_level": 0,
+            "isolation_level": 1 if read_committed else 0,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
@@ -475,17 +524,44 @@ def first_timestamp(records: bytes, offset: int) -> int | None:
     return None
 
 
+def _whole_batches_end(records: bytes) -> int:
+    """The offset after the last whole batch in ``records`` (-1 when there is none)."""
+    end, pos = -1, 0
+    while pos + BATCH_HEADER_SIZE <= len(records):
+        header = read_header(records, pos)
+        if pos + header.size > len(records):
+            break
+        end, pos = header.last_offset + 1, pos + header.size
+    return end
+
+
 def decode_records(
-    records: bytes, offset: int, limit: int
+    records: bytes,
+    offset: int,
+    limit: int,
+    aborted: Sequence[tuple[int, int]] = (),
 ) -> list[tuple[Record, TimestampType, int]]:
     """(record, timestamp type, batch max timestamp) for the first ``limit`` records at or
-    after ``offset`` in the whole batches of ``records`` (a batch cut off is left out)."""
+    after ``offset`` in the whole batches of ``records`` (a batch cut off is left out).
+
+    ``aborted`` (a read_committed Fetch's aborted transactions: producer id, first offset)
+    leaves out their records as Kafka's consumers do: a producer's transactional batches
+    are skipped from its aborted transaction's first offset until its abort marker."""
     out: list[tuple[Record, TimestampType, int]] = []
+    pending = sorted(aborted, key=lambda t: t[1])  # by first offset
+    skipping: set[int] = set()  # producers whose aborted transaction is being read
     pos = 0
     while pos + BATCH_HEADER_SIZE <= len(records) and len(out) < limit:
         header = read_header(records, pos)
         if pos + header.size > len(records):
             break
+        while pending and pending[0][1] <= header.last_offset:
+            skipping.add(pending.pop(0)[0])
+        if header.is_transactional and header.producer_id in skipping:
+            if header.is_control:
+                skipping.discard(header.producer_id)  # its marker: the abort ends here
+            pos += header.size
+            continue
         if header.last_offset >= offset and not header.is_control:
             batch = RecordBatch.decode(memoryview(records)[pos : pos + header.size])
             for record in batch.records:

@@ -41,6 +41,9 @@ class Settings:
     ending: Any
     max_records_per_trigger: int | None
     timeout: float
+    # isolation.level (also Spark's Kafka name kafka.isolation.level): read_committed by
+    # default, committed transactions' records only, up to the last stable offset.
+    read_committed: bool = True
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -212,6 +215,16 @@ def settings(options: Mapping[str, str], *, streaming: bool = False) -> Settings
     if limit is not None and (not limit.isdigit() or int(limit) < 1):
         raise OptionError("maxRecordsPerTrigger is a whole number of at least 1")
     mechanism, seconds = _connection(options)
+    isolation = (
+        _get(options, "isolation.level")
+        or _get(options, "kafka.isolation.level")
+        or "read_committed"
+    )
+    if isolation not in ("read_committed", "read_uncommitted"):
+        raise OptionError(
+            f"isolation.level is read_committed (the default) or read_uncommitted, not "
+            f"{isolation!r}"
+        )
     return Settings(
         bootstrap=_bootstrap(_get(options, "bootstrap.servers")),
         credentials=credentials(options),
@@ -222,4 +235,5 @@ def settings(options: Mapping[str, str], *, streaming: bool = False) -> Settings
         ending=ending,
         max_records_per_trigger=int(limit) if limit else None,
         timeout=seconds,
+        read_committed=isolation == "read_committed",
     )

@@ -134,7 +134,11 @@ def is_timestamp(spec: Any) -> bool:
 
 
 def _resolve(
-    client: ClusterClient, tps: list[tuple[str, int]], spec: Any, default: int
+    client: ClusterClient,
+    tps: list[tuple[str, int]],
+    spec: Any,
+    default: int,
+    read_committed: bool = True,
 ) -> dict[tuple[str, int], int]:
     """Offsets for ``spec`` ('earliest', 'latest', {topic: {partition: offset}} or
     {'timestamp': ms}); a timestamp after every record resolves to the end."""
@@ -147,7 +151,8 @@ def _resolve(
     else:
         wanted = {tp: spec.get(tp[0], {}).get(tp[1], default) for tp in tps}
     asked = {tp: o for tp, o in wanted.items() if o < 0 or is_timestamp(spec)}
-    answers = client.list_offsets(asked) if asked else {}
+    committed = {"read_committed": read_committed}  # latest: the last stable offset
+    answers = client.list_offsets(asked, **committed) if asked else {}
     out = {}
     for tp, offset in wanted.items():
         if tp in answers:
@@ -156,7 +161,7 @@ def _resolve(
                 raise KafkaClientError(f"offsets of {tp[0]}-{tp[1]}", answer.error)
             offset = answer.offset
             if offset < 0:  # every record is older than the timestamp
-                offset = client.list_offsets({tp: LATEST})[tp].offset
+                offset = client.list_offsets({tp: LATEST}, **committed)[tp].offset
         out[tp] = offset
     return out
 
@@ -166,8 +171,8 @@ def plan(s: Settings) -> list[OffsetRange]:
     try:
         with connect(s) as client:
             tps = _partitions(client, s)
-            starts = _resolve(client, tps, s.starting, EARLIEST)
-            ends = _resolve(client, tps, s.ending, LATEST)
+            starts = _resolve(client, tps, s.starting, EARLIEST, s.read_committed)
+            ends = _resolve(client, tps, s.ending, LATEST, s.read_committed)
     except KafkaClientError as exc:
         raise explain(exc, s) from None
     return [
@@ -188,6 +193,7 @@ def read_range(s: Settings, r: OffsetRange) -> Iterator[tuple[Any, ...]]:
                     offset,
                     max_records=min(READ_RECORDS, r.end - offset),
                     max_bytes=READ_BYTES,
+                    read_committed=s.read_committed,
                 )
                 if (
                     answer.error == ErrorCode.OFFSET_OUT_OF_RANGE
@@ -206,7 +212,10 @@ def read_range(s: Settings, r: OffsetRange) -> Iterator[tuple[Any, ...]]:
                         f"{ErrorCode(answer.error).name}"
                     )
                 if not answer.records:
-                    break  # only transaction markers up to the end of the range
+                    if answer.scanned_to <= offset:
+                        break  # nothing more to read in the range
+                    offset = answer.scanned_to  # only markers or aborted records: go on
+                    continue
                 for record, ts_type, batch_ts in answer.records:
                     if record.offset >= r.end:
                         return
@@ -336,7 +345,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _ends(self) -> dict[tuple[str, int], int]:
         try:
             with connect(self.settings) as client:
-                return _resolve(client, _partitions(client, self.settings), "latest", LATEST)
+                return _resolve(
+                    client,
+                    _partitions(client, self.settings),
+                    "latest",
+                    LATEST,
+                    self.settings.read_committed,
+                )
         except KafkaClientError as exc:
             raise explain(exc, self.settings) from None
 
@@ -345,7 +360,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             with connect(s) as client:
                 tps = _partitions(client, s)
-                return _as_offsets(_resolve(client, tps, s.starting, EARLIEST))
+                return _as_offsets(_resolve(client, tps, s.starting, EARLIEST, s.read_committed))
         except KafkaClientError as exc:
             raise explain(exc, s) from None
 

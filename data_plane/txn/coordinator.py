@@ -29,6 +29,7 @@ per id; different ids run concurrently.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -104,12 +105,15 @@ class TransactionCoordinator:
         markers: MarkerWriter,
         clock: Callable[[], int],
         max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+        end_wait_s: float = 0.0,
     ) -> None:
         self.store = store
         self._call = call  # runs a blocking store call off the event loop
         self.markers = markers
         self.clock = clock
         self.max_timeout_ms = max_timeout_ms
+        # How long EndTxn waits for the markers before answering (0: not at all).
+        self.end_wait_s = end_wait_s
         self._txns: dict[tuple[int, str], TxnMetadata] = {}
         self._locks: dict[tuple[int, str], asyncio.Lock] = {}
         self._completing: dict[tuple[int, str], asyncio.Task[None]] = {}
@@ -360,16 +364,23 @@ class TransactionCoordinator:
                 return error
             assert txn is not None
             state = txn.state
-            if state is TxnState.ONGOING:
-                await self._prepare(txn, commit=commit, now=self.clock(), bump=False)
-                return E.NONE
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
             if state is done:
                 return E.NONE  # a retry of the EndTxn that ended it
             if state is preparing:
                 return E.CONCURRENT_TRANSACTIONS  # a retry while its markers are written
-            return E.INVALID_TXN_STATE
+            if state is not TxnState.ONGOING:
+                return E.INVALID_TXN_STATE
+            await self._prepare(txn, commit=commit, now=self.clock(), bump=False)
+            completing = self._completing.get(key)
+        if completing is not None and self.end_wait_s > 0:
+            # The decision is durable: the answer may go now. Waiting (a little) for the
+            # markers first spares the client its next AddPartitionsToTxn being told
+            # CONCURRENT_TRANSACTIONS and retried after a back-off (librdkafka's 20 ms).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(completing), self.end_wait_s)
+        return E.NONE
 
     async def _prepare(self, txn: TxnMetadata, *, commit: bool, now: int, bump: bool) -> None:
         """Write PrepareCommit/PrepareAbort (at a bumped epoch when fencing), then complete

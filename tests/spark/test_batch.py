@@ -126,3 +126,31 @@ def test_credentials_from_a_file_and_never_in_the_plan(spark, kafka, orders, tmp
     # Given as an option, Spark redacts it (its option names matching "secret").
     given = read(spark, kafka, kafka.admin_a, subscribe=orders)
     assert kafka.admin_a.secret not in given._jdf.queryExecution().toString()
+
+
+def test_a_batch_read_takes_committed_records_unless_told(spark, kafka):
+    """Transactions in the topic: by default (read_committed) the aborted records and the
+    markers are left out and the read ends at the last stable offset; with
+    isolation.level=read_uncommitted every record is read."""
+    name = topic_name("spark-tx")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    conf = confluent_conf(kafka, kafka.admin_a)
+    for tid, values, commit in (("a", [b"c1", b"c2"], True), ("b", [b"x1"], False)):
+        p = Producer({**conf, "transactional.id": f"{name}-{tid}"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for v in values:
+            p.produce(name, v, partition=0)
+        p.flush(30)
+        p.commit_transaction(30) if commit else p.abort_transaction(30)
+    plain = Producer(conf)
+    plain.produce(name, b"c3", partition=0)
+    assert plain.flush(20) == 0
+    committed = read(spark, kafka, kafka.admin_a, subscribe=name).collect()
+    assert [bytes(r.value) for r in committed] == [b"c1", b"c2", b"c3"]
+    everything = read(
+        spark, kafka, kafka.admin_a, subscribe=name, **{"isolation.level": "read_uncommitted"}
+    ).collect()
+    assert [bytes(r.value) for r in everything] == [b"c1", b"c2", b"x1", b"c3"]
+    with pytest.raises(Exception, match=r"isolation\.level"):
+        read(spark, kafka, kafka.admin_a, subscribe=name, **{"isolation.level": "x"}).collect()

@@ -407,3 +407,60 @@ def test_a_producer_the_brokers_refuse_fails_each_record_not_the_request(monkeyp
         services.produce_records(Delegation("acme", "MRK1"), [], "orders", [record, record], "all")
     )
     assert [r["error"]["code"] for r in results] == ["cluster_authorization_failed"] * 2
+
+
+def test_rest_reads_committed_records_by_default(kafka):
+    """A partition with a committed, an aborted and an open transaction: the REST read
+    says read_committed and returns only the committed records, stopping at the open
+    transaction (the last stable offset); read_uncommitted returns all of them."""
+    from confluent_kafka import Producer
+
+    name = topic_name("rest-tx")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    conf = confluent_conf(kafka, kafka.admin_a)
+
+    def txn(tid: str, values: list[bytes], end: str) -> Producer:
+        p = Producer({**conf, "transactional.id": f"{name}-{tid}"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for v in values:
+            p.produce(name, v, partition=0)
+        p.flush(30)
+        if end == "commit":
+            p.commit_transaction(30)
+        elif end == "abort":
+            p.abort_transaction(30)
+        return p
+
+    txn("a", [b"c1", b"c2"], "commit")  # offsets 0-1, marker 2
+    txn("b", [b"x1", b"x2"], "abort")  # 3-4, marker 5
+    txn("c", [b"c3"], "commit")  # 6, marker 7
+    still_open = txn("d", [b"open"], "leave open")  # 8: holds the LSO at 8
+    client = rest(kafka)
+
+    r = client.get(read_url(kafka, name, 0), {"value_format": "string"})
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert body["isolation_level"] == "read_committed"
+    assert [x["value"] for x in body["records"]] == ["c1", "c2", "c3"]
+    assert (body["last_stable_offset"], body["high_watermark"]) == (8, 9)
+    assert body["next_offset"] == 7
+    # Paging on from there finds nothing more yet, and does not step past the LSO.
+    r = client.get(read_url(kafka, name, 0), {"offset": 7, "value_format": "string"})
+    assert r.json()["records"] == [] and r.json()["next_offset"] == 8
+    # Reading from inside the aborted transaction pages past it.
+    r = client.get(read_url(kafka, name, 0), {"offset": 3, "max_records": 1})
+    assert [x["offset"] for x in r.json()["records"]] == [6]
+    # latest is the last stable offset when reading committed.
+    r = client.get(read_url(kafka, name, 0), {"position": "latest"})
+    assert r.json()["next_offset"] == 8
+
+    r = client.get(
+        read_url(kafka, name, 0), {"isolation_level": "read_uncommitted", "value_format": "string"}
+    )
+    body = r.json()
+    assert body["isolation_level"] == "read_uncommitted"
+    assert [x["value"] for x in body["records"]] == ["c1", "c2", "x1", "x2", "c3", "open"]
+    r = client.get(read_url(kafka, name, 0), {"isolation_level": "dirty"})
+    assert r.status_code == 400 and "isolation_level" in r.json()["error"]["details"]
+    still_open.abort_transaction(30)

@@ -232,6 +232,7 @@ def test_subscription_frames():
         "group": "g",
         "mode": "at-least-once",
         "window": 5,
+        "isolation_level": "read_committed",
     }
     assert session.partitions_frame("revoked", [T1, T0]) == {
         "type": "revoked",
