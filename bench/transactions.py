@@ -31,6 +31,7 @@ Every wait is bounded by ``--timeout``; every process is stopped on the way out.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import secrets
 import shutil
@@ -56,6 +57,7 @@ CTP_RATE = 2_000  # input records/s in the latency run
 CTP_SECONDS = 15.0
 BACKLOG_RECORDS = 1_000_000
 PARTITIONS = 3
+CHILD_LIFETIME_S = 600  # a child process never outlives this, whatever the parent does
 
 
 def create_topic(admin: Any, timeout: float, prefix: str) -> str:
@@ -273,69 +275,96 @@ def ctp_throughput(nodes: Cluster, admin: Any, records: int, exactly_once: bool,
     return {"records_per_s": round(loop.done / seconds), "records": loop.done}
 
 
-def ctp_latency(nodes: Cluster, admin: Any, seconds: float, exactly_once: bool, timeout: float):
-    """Input at CTP_RATE records/s for ``seconds``; a read_committed reader of the output
-    notes receive time minus the input record's timestamp."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+def _paced_input(conf: dict[str, Any], topic: str, total: int, go: Any) -> None:
+    """Child process: ``total`` records at CTP_RATE/s once ``go`` is set, each stamped
+    with its intended send time (wall clock), so that a stall is not hidden."""
+    from confluent_kafka import Producer
 
-    source = create_topic(admin, timeout, "ctpl-in")
-    sink = create_topic(admin, timeout, "ctpl-out")
-    total = int(CTP_RATE * seconds)
-    loop = Loop(nodes.conf, source, sink, exactly_once)
-    runner = threading.Thread(
-        target=loop.run, args=(total, time.monotonic() + seconds + timeout), daemon=True
-    )
-    latencies: list[float] = []
-    reader = Consumer(
-        nodes.conf
-        | {
-            "group.id": f"bench-ctpl-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 10,
-        }
-    )
-    reader.assign([TopicPartition(sink, p, 0) for p in range(PARTITIONS)])
-
-    def read() -> None:
-        end = time.monotonic() + seconds + timeout
-        while len(latencies) < total and time.monotonic() < end:
-            for msg in reader.consume(500, 0.1):
-                if msg.error() is None and msg.key():
-                    latencies.append(time.time() * 1000 - int(msg.key()))
-
-    reading = threading.Thread(target=read, daemon=True)
-    runner.start()
-    reading.start()
-    # The loop's group must have its partitions before the clock starts.
-    if not loop.ready.wait(timeout):
-        raise TimeoutError("the loop's group gave it no partitions in time")
-    producer = Producer(nodes.conf | {"linger.ms": 1, "acks": "all"})
+    go.wait(CHILD_LIFETIME_S)
+    # linger 5 ms, as the loop's producer: at 1 ms the input alone is hundreds of
+    # produce requests a second per broker, which queue behind each other here.
+    producer = Producer(conf | {"linger.ms": 5, "acks": "all"})
     payload = os.urandom(RECORD_BYTES)
-    start = time.monotonic()
+    start, wall = time.monotonic(), time.time()
     for i in range(total):
         intended = start + i / CTP_RATE
         delay = intended - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        # The timestamp is the intended send time (wall clock): a stall is not hidden.
-        stamp = int((time.time() + intended - time.monotonic()) * 1000)
+        stamp = int((wall + intended - start) * 1000)
         while True:
             try:
-                producer.produce(source, payload, partition=i % PARTITIONS, timestamp=stamp)
+                producer.produce(topic, payload, partition=i % PARTITIONS, timestamp=stamp)
                 break
             except BufferError:
                 producer.poll(0.005)
         producer.poll(0)
     producer.flush(60)
-    runner.join(seconds + timeout)
-    reading.join(timeout)
-    loop.stop.set()
-    loop.close()
+
+
+def _output_reader(conf: dict[str, Any], topic: str, total: int, out: Any) -> None:
+    """Child process: read ``topic`` at read_committed; send each record's latency (ms
+    from the input's intended send time, carried in the key) when done."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    reader = Consumer(
+        conf
+        | {
+            "group.id": f"bench-ctpl-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    reader.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    latencies: list[float] = []
+    end = time.monotonic() + CHILD_LIFETIME_S
+    while len(latencies) < total and time.monotonic() < end:
+        for msg in reader.consume(500, 0.1):
+            if msg.error() is None and msg.key():
+                latencies.append(time.time() * 1000 - int(msg.key()))
     reader.close()
-    delete_topic(admin, source)
-    delete_topic(admin, sink)
+    out.send(latencies)
+
+
+def ctp_latency(nodes: Cluster, admin: Any, seconds: float, exactly_once: bool, timeout: float):
+    """Input at CTP_RATE records/s for ``seconds`` from a child process; the loop in
+    this one; a read_committed reader of the output in another child, noting receive
+    time minus each input record's intended send time."""
+    source = create_topic(admin, timeout, "ctpl-in")
+    sink = create_topic(admin, timeout, "ctpl-out")
+    total = int(CTP_RATE * seconds)
+    context = multiprocessing.get_context("spawn")
+    go = context.Event()
+    receiving, sending = context.Pipe(duplex=False)
+    feeder = context.Process(target=_paced_input, args=(nodes.conf, source, total, go))
+    reader = context.Process(target=_output_reader, args=(nodes.conf, sink, total, sending))
+    feeder.start()
+    reader.start()
+    loop = Loop(nodes.conf, source, sink, exactly_once)
+    runner = threading.Thread(
+        target=loop.run, args=(total, time.monotonic() + seconds + timeout), daemon=True
+    )
+    runner.start()
+    latencies: list[float] = []
+    try:
+        # The loop's group must have its partitions before the clock starts.
+        if not loop.ready.wait(timeout):
+            raise TimeoutError("the loop's group gave it no partitions in time")
+        go.set()
+        runner.join(seconds + timeout)
+        if receiving.poll(timeout):
+            latencies = receiving.recv()
+    finally:
+        loop.stop.set()
+        runner.join(10)
+        loop.close()
+        for child in (feeder, reader):
+            child.join(5)
+            if child.is_alive():
+                child.kill()
+        delete_topic(admin, source)
+        delete_topic(admin, sink)
     ordered = sorted(latencies)
 
     def pct(q: float) -> float | None:
