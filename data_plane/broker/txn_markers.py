@@ -111,7 +111,7 @@ class BrokerMarkerWriter:
     async def _append_here(
         self, txn: TxnMetadata, commit: bool, parts: list[tuple[TxnPartition, TopicInfo]]
     ) -> set[TxnPartition]:
-        batch = _marker(txn, commit)
+        batch = marker_batch(txn.producer_id, txn.producer_epoch, commit)
         entries = [(topic, p.index, batch) for p, topic in parts]
         results = await self._replicas.append_records(entries, -1, MARKER_TIMEOUT_MS, markers=True)
         done = set()
@@ -206,11 +206,12 @@ class BrokerMarkerWriter:
                 self._drop(leader)
 
 
-def _marker(txn: TxnMetadata, commit: bool) -> bytes:
+def marker_batch(
+    producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = COORDINATOR_EPOCH
+) -> bytes:
+    """A commit or abort marker, stamped now (here, or for WriteTxnMarkers' sender)."""
     kind = ControlType.COMMIT if commit else ControlType.ABORT
-    return control_batch(
-        txn.producer_id, txn.producer_epoch, kind, COORDINATOR_EPOCH, int(time.time() * 1000)
-    )
+    return control_batch(producer_id, epoch, kind, coordinator_epoch, int(time.time() * 1000))
 
 
 def _topic(snapshot: MetadataSnapshot, topic_id: str) -> TopicInfo | None:

@@ -1,4 +1,4 @@
-"""Produce and InitProducerId.
+"""Produce (InitProducerId is in ``transactions.py``).
 
 The produce handler authorizes and splits the request by partition, hands the batches to
 the replica manager (``append_records``: the partition leader appends, and with acks=all
@@ -22,10 +22,8 @@ from data_plane.broker.handlers.context import (
     leader_endpoints,
     record_bytes,
 )
-from data_plane.broker.handlers.transactions import init_transactional_producer
 from data_plane.metadata.model import TopicInfo
 from data_plane.protocol import bodies
-from data_plane.protocol.messages import init_producer_id as init_producer_id_api
 from data_plane.protocol.messages import produce
 from data_plane.protocol.messages import produce as produce_api
 from data_plane.protocol.types import Buffer
@@ -195,36 +193,7 @@ async def _refused_transactional(
     return code, None
 
 
-async def handle_init_producer_id(
-    ctx: RequestContext, req: bodies.InitProducerIdRequest
-) -> bodies.InitProducerIdResponse:
-    """An id and epoch for an idempotent producer, or a transactional one's (from its
-    id's coordinator, ``transactions.py``)."""
-    if req["transactional_id"] is not None:
-        return await init_transactional_producer(ctx, req)
-    tenant_topics = ctx.snapshot.tenant_topics(ctx.principal.tenant_id)
-    # KIP-679: IdempotentWrite on the cluster, or Write on any topic, allows it.
-    allowed = (
-        ctx.may_cluster(Operation.IDEMPOTENT_WRITE)
-        or any(ctx.may(Operation.WRITE, T, name) for name in tenant_topics)
-        or ctx.may(Operation.WRITE, T, "*")
-    )
-    if not allowed:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
-    # Without a transactional id, Kafka ignores the producer id and epoch a client sends
-    # (KIP-360's bump is for transactional producers) and hands out a new id: an id is
-    # never bumped for someone who may not own it, and the client starts afresh with it.
-    new_id = await ctx.services.producer_ids.next_producer_id()
-    return {"throttle_time_ms": 0, "error_code": E.NONE, "producer_id": new_id, "producer_epoch": 0}
-
-
 # The APIs this module serves, by their message definitions' keys.
 HANDLERS: dict[int, Handler] = {
     produce_api.KEY: handle_produce,
-    init_producer_id_api.KEY: handle_init_producer_id,
 }

@@ -1,5 +1,5 @@
-"""Kafka's transaction APIs (KIP-98, Step 13): authorization and shapes around the
-transaction coordinator (``data_plane.txn``).
+"""Kafka's transaction APIs (KIP-98, Step 13), and InitProducerId for idempotent producers
+too: authorization and shapes around the transaction coordinator (``data_plane.txn``).
 
 Transactional ids are resolved inside the principal's tenant, like group ids. Kafka's ACL
 rules: Write on the TransactionalId to initialise a producer with it, add partitions or
@@ -23,9 +23,9 @@ from collections import defaultdict
 
 from data_plane.acl import Operation, ResourceType
 from data_plane.broker.handlers.context import E, Handler, RequestContext, T, group_check
+from data_plane.broker.txn_markers import MARKER_TIMEOUT_MS, marker_batch
 from data_plane.groups.consumer_group import ConsumerGroup
 from data_plane.groups.model import OffsetRecord
-from data_plane.log.transactions import ControlType, control_batch
 from data_plane.metadata.model import TopicInfo
 from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
@@ -33,6 +33,7 @@ from data_plane.protocol.messages import add_offsets_to_txn as add_offsets_api
 from data_plane.protocol.messages import add_partitions_to_txn as add_partitions_api
 from data_plane.protocol.messages import describe_transactions as describe_api
 from data_plane.protocol.messages import end_txn as end_txn_api
+from data_plane.protocol.messages import init_producer_id as init_producer_id_api
 from data_plane.protocol.messages import list_transactions as list_api
 from data_plane.protocol.messages import txn_offset_commit as txn_offset_commit_api
 from data_plane.protocol.messages import write_txn_markers as write_txn_markers_api
@@ -65,10 +66,38 @@ def txn_check(
     return None
 
 
-# --- InitProducerId with a transactional id ----------------------------------------------
+# --- InitProducerId ----------------------------------------------------------------------
 
 
-async def init_transactional_producer(
+async def handle_init_producer_id(
+    ctx: RequestContext, req: bodies.InitProducerIdRequest
+) -> bodies.InitProducerIdResponse:
+    """An id and epoch for an idempotent producer, or a transactional one's from its
+    id's coordinator."""
+    if req["transactional_id"] is not None:
+        return await _init_transactional_producer(ctx, req)
+    tenant_topics = ctx.snapshot.tenant_topics(ctx.principal.tenant_id)
+    # KIP-679: IdempotentWrite on the cluster, or Write on any topic, allows it.
+    allowed = (
+        ctx.may_cluster(Operation.IDEMPOTENT_WRITE)
+        or any(ctx.may(Operation.WRITE, T, name) for name in tenant_topics)
+        or ctx.may(Operation.WRITE, T, "*")
+    )
+    if not allowed:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    # Without a transactional id, Kafka ignores the producer id and epoch a client sends
+    # (KIP-360's bump is for transactional producers) and hands out a new id: an id is
+    # never bumped for someone who may not own it, and the client starts afresh with it.
+    new_id = await ctx.services.producer_ids.next_producer_id()
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "producer_id": new_id, "producer_epoch": 0}
+
+
+async def _init_transactional_producer(
     ctx: RequestContext, req: bodies.InitProducerIdRequest
 ) -> bodies.InitProducerIdResponse:
     transactional_id = req["transactional_id"] or ""
@@ -329,12 +358,11 @@ async def handle_write_txn_markers(
                 elif topic is None or not 0 <= index < topic.partition_count:
                     codes[key] = E.UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    batch = control_batch(
+                    batch = marker_batch(
                         m["producer_id"],
                         m["producer_epoch"],
-                        ControlType.COMMIT if m["transaction_result"] else ControlType.ABORT,
+                        m["transaction_result"],
                         m["coordinator_epoch"],
-                        int(time.time() * 1000),
                     )
                     entries.append((topic, index, batch))
                     slots.append(key)
@@ -354,9 +382,6 @@ async def handle_write_txn_markers(
             }
         )
     return {"markers": markers}
-
-
-MARKER_TIMEOUT_MS = 30_000
 
 
 # --- DescribeTransactions / ListTransactions --------------------------------------------
@@ -471,6 +496,7 @@ def _uuid(value: str) -> uuid.UUID:
 
 # The APIs this module serves, by their message definitions' keys.
 HANDLERS: dict[int, Handler] = {
+    init_producer_id_api.KEY: handle_init_producer_id,
     add_partitions_api.KEY: handle_add_partitions_to_txn,
     add_offsets_api.KEY: handle_add_offsets_to_txn,
     end_txn_api.KEY: handle_end_txn,
