@@ -345,3 +345,53 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted(trio):
     assert [v for _, _, v in _read(env, [name], "read_committed", 1, timeout=30)] == ["after"]
     with pytest.raises(KafkaException):
         stuck.commit_transaction(30)
+
+
+@pytest.fixture(scope="module")
+def solo(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One broker of its own: the recovery test kills it."""
+    extra = {"MILLRACE_TRANSACTION_ABORT_CHECK_INTERVAL_MS": "500"}
+    for envs in _brokers(django_db_blocker, tmp_path_factory, 1, extra_env=extra):
+        yield envs[0]
+
+
+def test_a_broker_killed_inside_a_transaction_recovers_it_and_aborts_it(solo):
+    """kill -9 after a transaction's records and before its marker: the restarted broker
+    rebuilds the open transaction from its log (read_committed readers wait at its first
+    record), its coordinator takes the transaction over and aborts it at its timeout,
+    and after another restart the abort is still indexed (its record stays hidden)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.broker.conftest import start_broker, stop_broker
+
+    env = solo
+    name = topic_name("tx-crash")
+
+    admin = AdminClient(confluent_conf(env, env.admin_a))
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    done = _producer(env, f"done-{uuid.uuid4().hex[:8]}")
+    done.init_transactions(30)
+    done.begin_transaction()
+    done.produce(name, b"committed", partition=0)
+    done.commit_transaction(30)
+    cut = _producer(env, f"cut-{uuid.uuid4().hex[:8]}", **{"transaction.timeout.ms": 4000})
+    cut.init_transactions(30)
+    cut.begin_transaction()
+    cut.produce(name, b"in-flight", partition=0)
+    cut.flush(30)  # in the log; no marker yet
+
+    stop_broker(env, "kill")
+    start_broker(env)
+    plain = Producer(confluent_conf(env, env.admin_a))
+    plain.produce(name, b"after", partition=0)
+    assert plain.flush(30) == 0
+    # The open transaction holds "after" back until its coordinator aborts it.
+    got = [v for _, _, v in _read(env, [name], "read_committed", 2, timeout=40)]
+    assert got == ["committed", "after"]
+
+    stop_broker(env)
+    start_broker(env)
+    assert [v for _, _, v in _read(env, [name], "read_committed", 2)] == ["committed", "after"]
+    everything = [v for _, _, v in _read(env, [name], "read_uncommitted", 3)]
+    assert everything == ["committed", "in-flight", "after"]
