@@ -297,7 +297,10 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
             " by time, describe groups and cluster, elect leaders, operator replica "
             "placement; SCRAM-SHA-256/512, wrong secrets refused; SASL_SSL with a "
             "self-signed CA; kill -9 failover, chaos (kill -9, pause, restart, network "
-            "cuts); `init_transactions()` fails at once; a producer over its principal's "
+            "cuts); transactions: commit and abort across topics and partitions read at "
+            "both isolation levels, `send_offsets_to_transaction`, a zombie fenced, a "
+            "timed-out transaction aborted, a broker killed inside a transaction, a key "
+            "without Write on the transactional id refused; a producer over its principal's "
             "client quota sees `throttle_cb` (client quotas themselves are set over raw "
             "sockets: neither client's admin API has the calls); `group.protocol=consumer` "
             "(KIP-848): join, clean leave, kill -9, commits with member epochs, static "
@@ -311,7 +314,7 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
             "test_client_suite_findings.py, test_fetch_topic_ids.py, "
             "test_elect_leaders.py, test_operator_principal.py, test_operations.py, "
             "test_replication.py, test_bench_replication.py, test_chaos.py, "
-            "test_client_quotas.py, test_consumer_protocol.py"
+            "test_client_quotas.py, test_consumer_protocol.py, test_transactions.py"
         ),
     ),
     (
@@ -322,13 +325,14 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
             "group subscribes and commits; admin: describe/alter configs, offsets by "
             "time, DescribeTopicPartitions, DescribeProducers, "
             "Alter/ListPartitionReassignments, DescribeLogDirs, operator replica "
-            "placement (a tenant's refused); SCRAM-SHA-256, PLAIN; kill -9 failover"
+            "placement (a tenant's refused); SCRAM-SHA-256, PLAIN; kill -9 failover; "
+            "a transactional producer (commit and abort) and a read_committed consumer"
         ),
         (
             "test_clients.py, test_groups.py, test_admin_offsets.py, "
             "test_admin_describe.py, test_partition_reassignments.py, "
             "test_describe_log_dirs.py, test_operator_principal.py, "
-            "test_bench_replication.py"
+            "test_bench_replication.py, test_transactions.py"
         ),
     ),
     (
@@ -350,9 +354,13 @@ CLIENTS: tuple[tuple[str, str, str, str], ...] = (
         (
             "produce with every codec; consume by assign; a group subscribes and commits;"
             " admin: describe/alter configs, offsets by time; SCRAM-SHA-256/512; kill -9 "
-            "failover"
+            "failover; a transactional producer with offsets sent to the transaction "
+            "(commit and abort)"
         ),
-        ("test_clients.py, test_groups.py, test_admin_offsets.py, test_bench_replication.py"),
+        (
+            "test_clients.py, test_groups.py, test_admin_offsets.py, "
+            "test_bench_replication.py, test_transactions.py"
+        ),
     ),
     (
         "kcat (Debian)",
