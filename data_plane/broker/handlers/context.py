@@ -287,14 +287,19 @@ async def audit(
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
-def coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
-    """NOT_COORDINATOR when another broker owns the group (clients then re-discover)."""
-    owner = ctx.services.cluster.coordinator_for(ctx.principal.tenant_id, group_id)
+def owner_error(ctx: RequestContext, owner: BrokerInfo | None) -> ErrorCode | None:
+    """The answer when this broker is not ``owner`` (a group's or a transactional id's
+    coordinator): NOT_COORDINATOR, and clients look again; None when it is."""
     if owner is None:
         return E.COORDINATOR_NOT_AVAILABLE
     if owner.id != ctx.services.cluster.broker_id:
         return E.NOT_COORDINATOR
     return None
+
+
+def coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    """NOT_COORDINATOR when another broker owns the group (clients then re-discover)."""
+    return owner_error(ctx, ctx.services.cluster.coordinator_for(ctx.principal.tenant_id, group_id))
 
 
 def group_check(

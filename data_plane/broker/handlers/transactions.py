@@ -22,7 +22,14 @@ import uuid
 from collections import defaultdict
 
 from data_plane.acl import Operation, ResourceType
-from data_plane.broker.handlers.context import E, Handler, RequestContext, T, group_check
+from data_plane.broker.handlers.context import (
+    E,
+    Handler,
+    RequestContext,
+    T,
+    group_check,
+    owner_error,
+)
 from data_plane.broker.txn_markers import MARKER_TIMEOUT_MS, marker_batch
 from data_plane.groups.consumer_group import ConsumerGroup
 from data_plane.groups.model import OffsetRecord
@@ -58,12 +65,9 @@ def txn_check(
     if not ctx.may(op, TXN, transactional_id):
         return E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     tenant_id = ctx.principal.tenant_id
-    owner = ctx.services.cluster.transaction_coordinator_for(tenant_id, transactional_id)
-    if owner is None:
-        return E.COORDINATOR_NOT_AVAILABLE
-    if owner.id != ctx.services.cluster.broker_id:
-        return E.NOT_COORDINATOR
-    return None
+    return owner_error(
+        ctx, ctx.services.cluster.transaction_coordinator_for(tenant_id, transactional_id)
+    )
 
 
 # --- InitProducerId ----------------------------------------------------------------------
