@@ -87,7 +87,7 @@ bench-browse: install
 soak: install
 	$(PY) -m bench.soak --seconds $(or $(SOAK_SECONDS),1800) $(if $(SOAK_RATE),--rate $(SOAK_RATE),)
 
-## Long fault-injection run (docs/reliability.md): CHAOS_FAULTS faults (default 100), CHAOS_SEED; Postgres.
+## Long fault-injection runs (docs/reliability.md): replication, then exactly once; CHAOS_FAULTS faults each (default 100), CHAOS_SEED; Postgres.
 chaos: install
 	CHAOS_FAULTS=$(or $(CHAOS_FAULTS),100) $(VENV)/bin/pytest -p no:xdist tests/broker/test_chaos.py -x -s -k under_faults
 

@@ -437,8 +437,16 @@ class Workload(threading.Thread):
 class Observer(threading.Thread):
     """A consumer reading every partition from offset 0 while the faults happen."""
 
-    def __init__(self, conf: dict[str, Any], topic: str, partitions: int, clock: Clock):
+    def __init__(
+        self,
+        conf: dict[str, Any],
+        topic: str,
+        partitions: int,
+        clock: Clock,
+        decode: Callable[[bytes | None], Any] = _int_value,
+    ):
         super().__init__(name="chaos-observer", daemon=True)
+        self.decode = decode
         self.conf = {
             **conf,
             "group.id": f"chaos-observer-{uuid.uuid4().hex[:8]}",
@@ -453,7 +461,7 @@ class Observer(threading.Thread):
         self.topic = topic
         self.partitions = partitions
         self.clock = clock
-        self.seen: list[tuple[int, int, int | None, float]] = []  # partition, offset, value, t
+        self.seen: list[tuple[int, int, Any, float]] = []  # partition, offset, value, t
         self.errors: Counter[str] = Counter()
         self.rewinds = 0  # times it read an offset again (an offset reset)
         self._halt = threading.Event()
@@ -479,7 +487,7 @@ class Observer(threading.Thread):
                 if offset <= last.get(partition, -1):
                     self.rewinds += 1
                 last[partition] = offset
-                self.seen.append((partition, offset, _int_value(msg.value()), self.clock.now()))
+                self.seen.append((partition, offset, self.decode(msg.value()), self.clock.now()))
         finally:
             consumer.close()
 

@@ -19,6 +19,12 @@ import pytest
 
 from bench import perf
 from tests.broker.conftest import _brokers, confluent_conf
+from tests.broker.eos_harness import (
+    Attempt,
+    check_exactly_once,
+    eos_schedule,
+    run_exactly_once,
+)
 from tests.broker.harness import KINDS, Network, Outcome, check, make_schedule, run_chaos
 from tests.broker.test_clients import topic_name
 
@@ -37,6 +43,7 @@ def chaos(django_db_setup, django_db_blocker, tmp_path_factory):
         "MILLRACE_REPLICA_LAG_TIME_MAX_MS": "2000",
         "MILLRACE_REPLICA_FETCH_WAIT_MS": "100",
         "MILLRACE_BROKER_LEASE_SECONDS": str(LEASE_S),
+        "MILLRACE_TRANSACTION_ABORT_CHECK_INTERVAL_MS": "1000",
     }
     ports = [p.port for p in proxies]
     try:
@@ -79,6 +86,62 @@ def test_no_acknowledged_write_is_lost_under_faults(chaos, settings):
     assert report.summary["acked"] > 0
     if count >= len(KINDS):
         assert set(report.summary["faults_by_kind"]) == set(KINDS)
+
+
+def test_exactly_once_under_faults(chaos, settings):
+    """A consume-transform-produce job in transactions while the transaction
+    coordinator, the group coordinator and partition leaders fail (see
+    ``tests/broker/eos_harness.py``)."""
+    settings.MILLRACE_BROKER_LEASE_SECONDS = LEASE_S
+    cluster, network = chaos
+    count = int(os.environ.get("CHAOS_FAULTS") or SHORT_FAULTS)
+    seed = int(os.environ.get("CHAOS_SEED") or random.randrange(1_000_000))
+    longest = 6.0 if count > SHORT_FAULTS else 5.0
+    faults = eos_schedule(seed, count, BROKERS, PARTITIONS, max_seconds=longest)
+    print(f"\neos: CHAOS_SEED={seed} CHAOS_FAULTS={count}")
+    source, sink = topic_name("eos-in"), topic_name("eos-out")
+    create_topic(cluster, source)
+    create_topic(cluster, sink)
+    report, explanation = run_exactly_once(
+        cluster, network, source, sink, PARTITIONS, faults, seed=seed
+    )
+    print(json.dumps(report.summary, sort_keys=True))
+    assert not report.violations, explanation
+    assert report.summary["transactions"].get("committed", 0) > 0
+    assert report.summary["source_records"] > 0
+
+
+def test_the_exactly_once_checker_finds_each_kind_of_violation():
+    source = {0: [(0, None), (1, None), (2, None), (3, None)], 1: [(0, None)]}
+    attempts = {
+        1: Attempt(1, [(0, 0), (0, 1)], 0.0, "committed"),
+        2: Attempt(2, [(0, 2), (0, 3)], 1.0, "aborted"),  # yet visible
+        3: Attempt(3, [(0, 2), (0, 3)], 2.0, "committed"),  # 0@3 copied twice
+        4: Attempt(4, [(1, 0), (0, 3)], 3.0, "committed"),  # only 0@3 visible
+    }
+    sink = {
+        0: [
+            *[(0, (0, 0, 1)), (1, (0, 1, 1)), (3, (0, 2, 2))],
+            *[(5, (0, 2, 3)), (6, (0, 3, 3)), (8, (0, 3, 4))],
+        ],
+        1: [(1, None)],  # not a copy of anything
+    }
+    committed = {0: 4, 1: 0}  # partition 1's source record was never committed
+    seen = [(0, 5, (0, 2, 3), 1.0), (0, 4, (0, 9, 9), 1.0)]  # the second is not in the log
+    report = check_exactly_once(source, sink, sink, attempts, committed, seen)
+    found = sorted({v.what.split(":")[0].split(" (")[0] for v in report.violations})
+    assert found == [
+        "a committed transaction is partly visible",
+        "a sink record that copies no source record",
+        "aborted output visible to read_committed",
+        "duplicated",
+        "lost",
+        "out of source order in the sink",
+        "read at read_committed during the faults, not in the final view",
+        "the group's committed offset is not the end of the source",
+    ], found
+    assert report.summary["duplicated"] == 2
+    assert report.summary["lost"] == 1
 
 
 def test_the_checker_finds_each_kind_of_violation():
