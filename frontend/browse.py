@@ -11,6 +11,10 @@ costs one bounded scan, never a read of the whole log.
 
 Keys and values are shown as pretty JSON when they parse, as text when they are UTF-8,
 and as hex or base64 otherwise (or when asked).
+
+Transactions: the browser shows what a read_committed consumer reads unless
+``transactions=show`` is asked; then aborted transactions' records, commit and abort
+markers, and records past the last stable offset are shown too, each marked.
 """
 
 from __future__ import annotations
@@ -41,6 +45,18 @@ from frontend.units import epoch_ms, whole_number
 
 POSITIONS = ("newest", "earliest", "offset", "timestamp")
 FORMATS = ("auto", "json", "text", "hex", "base64")
+TRANSACTIONS = ("hide", "show")  # aborted records, markers and the log past the LSO
+# How a row's transactional state reads in the page (scan.Row.state).
+STATES = {
+    "aborted": ("aborted", "A record of an aborted transaction: consumers never see it."),
+    "unstable": (
+        "past the LSO",
+        "After the last stable offset: read_committed consumers see it only once the "
+        "transactions open before it have ended.",
+    ),
+    "commit": ("commit marker", "The end of a committed transaction (a control record)."),
+    "abort": ("abort marker", "The end of an aborted transaction (a control record)."),
+}
 PREVIEW_CHARS = 4_000
 LINE_CHARS = 120  # the compact row's preview
 
@@ -72,6 +88,10 @@ def parse_query(params: Any, partitions: int) -> Query:
     q.fmt = params.get("format", "auto")
     if q.fmt not in FORMATS:
         raise InvalidInput(f"must be one of {', '.join(FORMATS)}", field="format")
+    shown = params.get("transactions", "hide").strip() or "hide"
+    if shown not in TRANSACTIONS:
+        raise InvalidInput(f"must be one of {', '.join(TRANSACTIONS)}", field="transactions")
+    q.transactions = shown == "show"
     for part in filter(None, params.get("resume", "").split(",")):
         index, sep, offset = part.partition(":")
         if not sep or not index.isdigit() or not offset.lstrip("-").isdigit():
@@ -137,6 +157,11 @@ def render(q: Query, row: Row) -> dict[str, Any]:
         "key": show(rec.key, key_format(q)),
         "value": show(rec.value, q.fmt),
         "headers": [(h.key, show(h.value, "auto")) for h in rec.headers],
+        "state": row.state,
+        "state_label": STATES[row.state][0] if row.state else "",
+        "state_help": STATES[row.state][1] if row.state else "",
+        "marker": row.state in ("commit", "abort"),
+        "producer_id": row.producer_id,
     }
 
 
@@ -185,6 +210,7 @@ def _messages_page(
         "limit": params.get("limit", str(DEFAULT_LIMIT)),
         "scan": params.get("scan", str(DEFAULT_SCAN)),
         "format": params.get("format", "auto"),
+        "transactions": params.get("transactions", "hide"),
     }
     errors: dict[str, str] = {}
     result: Scan | None = None

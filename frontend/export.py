@@ -6,7 +6,9 @@ as the member, behind the same ``member_view`` and ``topic_or_404`` checks) and 
 its rows: ``rows=shown`` the rows the page shows (``limit`` of them), ``rows=matched``
 every match the scan finds (at most ``scan`` records are read, as always). Keys and values
 are rendered in the browser's chosen format, in full, with JSON on one line; a null is
-JSON ``null`` (CSV: empty, its format ``null``).
+JSON ``null`` (CSV: empty, its format ``null``). With ``transactions=show`` the
+``transaction`` column marks aborted records, markers and records past the last stable
+offset (empty for a record a read_committed consumer reads).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ COLUMNS = [
     "value",
     "value_format",
     "headers",
+    "transaction",
 ]
 
 
@@ -63,6 +66,7 @@ def fields(q: Query, row: Row) -> dict[str, Any]:
         "value": value,
         "value_format": value_kind,
         "headers": [{"key": h.key, "value": _text(h.value, "auto")[0]} for h in rec.headers],
+        "transaction": row.state,
     }
 
 

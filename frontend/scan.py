@@ -18,19 +18,28 @@ records a needle occurs in are decoded, and rows are rendered only for those sho
 Rows whose timestamps tie are interleaved across partitions (the first of each
 partition, then the second of each...), so equal timestamps never show one partition
 before all others.
+
+Transactions (Step 13): by default a scan reads as a read_committed consumer does, up to
+the last stable offset, leaving out the records of aborted transactions (counted, not
+shown) and the commit and abort markers. With ``Query.transactions`` it reads everything up
+to the high watermark and marks each row: an aborted transaction's record, a marker, or a
+record past the last stable offset (not yet readable at read_committed).
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from data_plane.client import EARLIEST, LATEST, ClusterClient
+from data_plane.log.transactions import AbortedSweep, ControlType
 from data_plane.protocol.errors import ErrorCode
 from data_plane.records.batch import (
     BATCH_HEADER_SIZE,
+    BatchHeader,
     InvalidRecordBatch,
     Record,
     TimestampType,
@@ -59,6 +68,7 @@ class Query:
     limit: int = DEFAULT_LIMIT
     scan: int = DEFAULT_SCAN
     fmt: str = "auto"
+    transactions: bool = False  # show aborted records and markers, read past the LSO
     # Where a previous scan stopped, per partition (to go on from there).
     resume: dict[int, int] = field(default_factory=dict)
 
@@ -75,7 +85,7 @@ class Query:
 class PartitionScan:
     partition: int
     start: int  # the log start offset
-    end: int  # the high watermark
+    end: int  # the high watermark (the last stable offset unless transactions are shown)
     scanned: int = 0
     next: int | None = None  # where to go on (None: nothing left in that direction)
     error: str | None = None
@@ -89,6 +99,10 @@ class Row:
     record: Record
     timestamp: int  # as readers see it: the batch's for LogAppendTime
     log_append_time: bool
+    # "" (a record a read_committed consumer reads), "aborted" (an aborted transaction's),
+    # "unstable" (past the last stable offset), or a marker: "commit" or "abort".
+    state: str = ""
+    producer_id: int = -1  # a transactional record's or marker's producer
 
     @property
     def offset(self) -> int:
@@ -101,6 +115,8 @@ class Scan:
     partitions: list[PartitionScan]
     scanned: int
     limited_by: str | None  # "matches", "scan", "time" or None (read everything asked)
+    hidden_aborted: int = 0  # aborted transactions' records read and not shown
+    hidden_markers: int = 0  # commit and abort markers passed and not shown
 
     @property
     def resume(self) -> str:
@@ -114,17 +130,26 @@ class ReadFailed(Exception):
 
 
 class _Fetched:
-    """The whole batches of one fetch: (base offset, last offset, position) each."""
+    """The whole batches of one fetch: (base offset, last offset, position) each, their
+    headers, and which belong to aborted transactions (``aborted``: the Fetch's list)."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(
+        self, data: bytes, aborted: tuple[tuple[int, int], ...] = (), stable: int = -1
+    ) -> None:
         self.data = data
+        self.stable = stable  # the last stable offset the leader reported
         self.batches: list[tuple[int, int, int]] = []
+        self.headers: list[BatchHeader] = []
+        self.aborted: list[bool] = []
+        sweep = AbortedSweep(aborted)
         pos = 0
         while pos + BATCH_HEADER_SIZE <= len(data):
             header = read_header(data, pos)
             if header.size < BATCH_HEADER_SIZE or pos + header.size > len(data):
                 break  # a batch cut off by the size limit
             self.batches.append((header.base_offset, header.last_offset, pos))
+            self.headers.append(header)
+            self.aborted.append(sweep.aborted(header))
             pos += header.size
         self.lasts = [b[1] for b in self.batches]  # to bisect
         self.opened: tuple[int, LazyBatch] | None = None  # the batch being read
@@ -132,9 +157,12 @@ class _Fetched:
     def covers(self, offset: int) -> bool:
         return bool(self.batches) and self.batches[0][0] <= offset <= self.batches[-1][1]
 
-    def batch_at(self, offset: int) -> LazyBatch:
+    def index_at(self, offset: int) -> int:
         """The batch holding ``offset`` or, after a gap, the first one after it."""
-        index = bisect_left(self.lasts, offset)
+        return bisect_left(self.lasts, offset)
+
+    def batch_at(self, offset: int) -> LazyBatch:
+        index = self.index_at(offset)
         if self.opened is None or self.opened[0] != index:
             self.opened = (index, LazyBatch.open(self.data, self.batches[index][2]))
         return self.opened[1]
@@ -154,8 +182,13 @@ class PartitionReader:
     decompressed once). Two fetches are kept because a read may straddle them (reading
     backwards, a window often starts in one batch and ends in the next). Reading
     backwards, a fetch starts far enough below the read (judged from the bytes per record
-    seen so far) that it answers the next reads too. Control batches (transaction markers)
-    are skipped and not counted. Not thread-safe.
+    seen so far) that it answers the next reads too.
+
+    Fetches are at read_committed, which stops at the last stable offset and names the
+    aborted transactions. Unless ``transactions`` is set, control batches (markers) are
+    skipped and not counted, and aborted transactions' records are counted as read but
+    not returned; with it, both are returned marked, and the log past the last stable
+    offset is read at read_uncommitted. Not thread-safe.
     """
 
     def __init__(
@@ -166,20 +199,32 @@ class PartitionReader:
         fetch_bytes: int,
         *,
         backwards_from: int | None = None,
+        transactions: bool = False,
     ) -> None:
         self.client = client
         self.tp = (topic, partition)
         self.fetch_bytes = fetch_bytes
         self.floor = backwards_from  # the log start, when reading backwards
+        self.transactions = transactions
         self._kept: list[_Fetched] = []  # the newest last
         self.fetches = 0
+        self.hidden_aborted = 0
+        self._markers: set[int] = set()  # offsets of the markers passed (a read may repeat)
 
     def _fetch(self, offset: int) -> _Fetched:
-        answer = self.client.fetch(self.tp, offset, max_bytes=self.fetch_bytes)
+        fetched = self._fetch_at(offset, read_committed=True)
+        if self.transactions and not fetched.covers(offset):
+            fetched = self._fetch_at(offset, read_committed=False)  # past the LSO
+        return fetched
+
+    def _fetch_at(self, offset: int, *, read_committed: bool) -> _Fetched:
+        answer = self.client.fetch(
+            self.tp, offset, max_bytes=self.fetch_bytes, read_committed=read_committed
+        )
         self.fetches += 1
         if answer.error != ErrorCode.NONE:
             raise ReadFailed(answer.error)
-        fetched = _Fetched(answer.records)
+        fetched = _Fetched(answer.records, answer.aborted, answer.last_stable_offset)
         self._kept = [*self._kept[-1:], fetched]
         return fetched
 
@@ -204,21 +249,50 @@ class PartitionReader:
             fetched = self._holding(pos, hi)
             if fetched is None:
                 break  # nothing at or after pos (the end of the log)
-            batch = fetched.batch_at(pos)
-            header = batch.header
-            if header.is_control:
+            index = fetched.index_at(pos)
+            header, aborted = fetched.headers[index], fetched.aborted[index]
+            if not self.transactions and header.is_control:
+                self._markers.add(header.base_offset)
                 pos = header.next_offset
                 continue
-            n, at, found = batch.select(pos, hi, limit - count, flt)
+            if not self.transactions and aborted:
+                # Counted as read (the scan stays bounded), neither decoded nor shown.
+                first = max(pos, header.base_offset)
+                n = min(limit - count, min(hi, header.next_offset) - first)
+                if n > 0:
+                    count, last = count + n, first + n - 1
+                    self.hidden_aborted += n
+                pos = first + n if n > 0 and count >= limit else header.next_offset
+                continue
+            n, at, found = fetched.batch_at(pos).select(pos, hi, limit - count, flt)
             if n:
                 count, last = count + n, at
-            log_append = header.timestamp_type is TimestampType.LOG_APPEND_TIME
-            rows += [
-                Row(self.tp[1], r, header.max_timestamp if log_append else r.timestamp, log_append)
-                for r in found
-            ]
+            rows += [self._row(r, header, aborted, fetched.stable) for r in found]
             pos = at + 1 if n and count >= limit else header.next_offset
         return count, last, rows
+
+    @property
+    def hidden_markers(self) -> int:
+        return len(self._markers)
+
+    def _row(self, record: Record, header: BatchHeader, aborted: bool, stable: int) -> Row:
+        log_append = header.timestamp_type is TimestampType.LOG_APPEND_TIME
+        state = ""
+        if header.is_control:
+            kind = struct.unpack(">hh", record.key)[1] if len(record.key or b"") >= 4 else -1
+            state = "commit" if kind == ControlType.COMMIT else "abort"
+        elif aborted:
+            state = "aborted"
+        elif 0 <= stable <= record.offset:
+            state = "unstable"
+        return Row(
+            self.tp[1],
+            record,
+            header.max_timestamp if log_append else record.timestamp,
+            log_append,
+            state,
+            header.producer_id if header.is_transactional else -1,
+        )
 
 
 def _starts(
@@ -226,7 +300,9 @@ def _starts(
 ) -> dict[int, PartitionScan]:
     tps = [(topic, p) for p in partitions]
     first = client.list_offsets(dict.fromkeys(tps, EARLIEST))
-    last = client.list_offsets(dict.fromkeys(tps, LATEST))
+    # Where a read_committed consumer stops (the last stable offset), unless transactions
+    # are shown: then the high watermark.
+    last = client.list_offsets(dict.fromkeys(tps, LATEST), read_committed=not q.transactions)
     found = {}
     if q.position == "timestamp" and not q.resume:
         assert q.timestamp_ms is not None
@@ -284,7 +360,12 @@ def scan(
     fetch_bytes = min(MAX_FETCH_BYTES, max(MIN_FETCH_BYTES, FETCH_BYTES // max(1, len(live))))
     readers = {
         p.partition: PartitionReader(
-            client, topic, p.partition, fetch_bytes, backwards_from=p.start if backwards else None
+            client,
+            topic,
+            p.partition,
+            fetch_bytes,
+            backwards_from=p.start if backwards else None,
+            transactions=q.transactions,
         )
         for p in live
     }
@@ -335,7 +416,14 @@ def scan(
         matched = matched[: q.limit]
         limited_by = "matches"
     ordered = sorted(states.values(), key=lambda p: p.partition)
-    return Scan(matched, ordered, sum(p.scanned for p in ordered), limited_by)
+    return Scan(
+        matched,
+        ordered,
+        sum(p.scanned for p in ordered),
+        limited_by,
+        sum(r.hidden_aborted for r in readers.values()),
+        sum(r.hidden_markers for r in readers.values()),
+    )
 
 
 def interleave(rows: list[Row], *, newest_first: bool) -> list[Row]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from data_plane.client.connection import Connection, KafkaClientError
+from data_plane.log.transactions import AbortedSweep
 from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
 from data_plane.records.batch import (
@@ -548,18 +549,13 @@ def decode_records(
     leaves out their records as Kafka's consumers do: a producer's transactional batches
     are skipped from its aborted transaction's first offset until its abort marker."""
     out: list[tuple[Record, TimestampType, int]] = []
-    pending = sorted(aborted, key=lambda t: t[1])  # by first offset
-    skipping: set[int] = set()  # producers whose aborted transaction is being read
+    sweep = AbortedSweep(aborted)
     pos = 0
     while pos + BATCH_HEADER_SIZE <= len(records) and len(out) < limit:
         header = read_header(records, pos)
         if pos + header.size > len(records):
             break
-        while pending and pending[0][1] <= header.last_offset:
-            skipping.add(pending.pop(0)[0])
-        if header.is_transactional and header.producer_id in skipping:
-            if header.is_control:
-                skipping.discard(header.producer_id)  # its marker: the abort ends here
+        if sweep.aborted(header):
             pos += header.size
             continue
         if header.last_offset >= offset and not header.is_control:

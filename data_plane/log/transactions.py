@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from data_plane.records.batch import BATCH_HEADER_SIZE, InvalidRecordBatch
+from data_plane.records.batch import BATCH_HEADER_SIZE, BatchHeader, InvalidRecordBatch
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
@@ -40,6 +40,31 @@ class AbortedTxn:
     first_offset: int
     last_offset: int  # the abort marker's offset
     last_stable_offset: int  # the log's LSO once the marker was appended
+
+
+class AbortedSweep:
+    """Which batches of a read_committed Fetch belong to aborted transactions, as Kafka's
+    consumers tell them apart: asked about each batch in offset order, a producer's
+    transactional batches are aborted from the first offset of one of its aborted
+    transactions (``aborted``: the Fetch's (producer id, first offset) pairs) until its
+    control batch, the abort marker, which is aborted too and ends it."""
+
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t[1])  # by first offset
+        self._next = 0
+        self._open: set[int] = set()  # producers whose aborted transaction is being read
+
+    def aborted(self, header: BatchHeader) -> bool:
+        while self._next < len(self._pending) and (
+            self._pending[self._next][1] <= header.last_offset
+        ):
+            self._open.add(self._pending[self._next][0])
+            self._next += 1
+        if not header.is_transactional or header.producer_id not in self._open:
+            return False
+        if header.is_control:
+            self._open.discard(header.producer_id)  # its marker: the abort ends here
+        return True
 
 
 def control_type(batch: bytes | bytearray | memoryview) -> ControlType:

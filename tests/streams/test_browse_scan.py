@@ -222,3 +222,117 @@ def test_many_small_windows_and_fetches_read_the_same_rows(
     assert sorted(_rows(result)) == sorted(
         (p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION - 3 * 37, PER_PARTITION)
     )
+
+
+# --- transactions (Step 13) -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def transactional(kafka):
+    """Partition 0: a committed transaction (c0-c4), an aborted one (a0-a4), another
+    committed one (c5-c9), then an open one (o0-o2) and a plain record after it (n0).
+    Partition 1: plain records p0-p2, then an aborted transaction (x0, x1). The open
+    transaction is aborted when the module's tests are done."""
+    name = topic_name("scan-txn")
+    confluent_create(kafka, kafka.admin_a, name, partitions=2)
+    txn = Producer(confluent_conf(kafka, kafka.admin_a, **{"transactional.id": f"scan-{name}"}))
+    plain = Producer(confluent_conf(kafka, kafka.admin_a))
+    txn.init_transactions(30)
+
+    def send(producer, values, partition=0):
+        for v in values:
+            producer.produce(name, key=v.encode(), value=v.encode(), partition=partition)
+        producer.flush(30)
+
+    for v in ("p0", "p1", "p2"):
+        plain.produce(name, value=v.encode(), partition=1)
+    plain.flush(30)
+    for values, commit in (
+        ([f"c{i}" for i in range(5)], True),
+        ([f"a{i}" for i in range(5)], False),
+        ([f"c{i}" for i in range(5, 10)], True),
+    ):
+        txn.begin_transaction()
+        send(txn, values)
+        if values[0] == "a0":
+            send(txn, ["x0", "x1"], partition=1)
+        (txn.commit_transaction if commit else txn.abort_transaction)(30)
+    txn.begin_transaction()
+    send(txn, ["o0", "o1", "o2"])
+    send(plain, ["n0"])
+    yield name
+    txn.abort_transaction(30)
+
+
+@pytest.mark.parametrize("window", [500, 2])
+def test_the_browser_reads_as_read_committed_and_hides_aborted_records(
+    kafka, reader, transactional, window, monkeypatch
+):
+    from frontend import scan as scan_module
+
+    monkeypatch.setattr(scan_module, "WINDOW", window)
+    committed = [f"c{i}" for i in range(10)]
+    for position in ("earliest", "newest"):
+        result = scan(reader, transactional, Query(position=position, limit=100), [0])
+        got = [r.record.value.decode() for r in result.rows]
+        assert got == (committed if position == "earliest" else committed[::-1])
+        assert {r.state for r in result.rows} == {""}
+        assert result.hidden_aborted == 5
+        assert result.hidden_markers == 3
+        assert result.partitions[0].end == 18  # the open transaction's first offset
+        assert result.scanned == 15  # the aborted records count as read
+    both = scan(reader, transactional, Query(position="earliest", limit=100), [0, 1])
+    assert sorted(r.record.value.decode() for r in both.rows if r.partition == 1) == [
+        "p0",
+        "p1",
+        "p2",
+    ]
+    # The oracle: a read_committed consumer stops at the same place, with the same records.
+    consumer = Consumer(
+        confluent_conf(
+            kafka,
+            kafka.admin_a,
+            **{"group.id": "scan-oracle", "isolation.level": "read_committed"},
+        )
+    )
+    consumer.assign([TopicPartition(transactional, 0, 0)])
+    seen = []
+    for _ in range(40):
+        msg = consumer.poll(0.25)
+        if msg is not None and msg.error() is None:
+            seen.append(msg.value().decode())
+    consumer.close()
+    assert seen == committed
+
+
+def test_the_browser_marks_aborted_records_markers_and_the_unstable_tail(reader, transactional):
+    result = scan(
+        reader, transactional, Query(position="earliest", limit=100, transactions=True), [0]
+    )
+    states = [
+        (r.offset, r.record.value.decode() if r.state not in ("commit", "abort") else "-", r.state)
+        for r in result.rows
+    ]
+    expected = (
+        [(i, f"c{i}", "") for i in range(5)]
+        + [(5, "-", "commit")]
+        + [(6 + i, f"a{i}", "aborted") for i in range(5)]
+        + [(11, "-", "abort")]
+        + [(12 + i, f"c{5 + i}", "") for i in range(5)]
+        + [(17, "-", "commit")]
+        + [(18 + i, f"o{i}", "unstable") for i in range(3)]
+        + [(21, "n0", "unstable")]
+    )
+    assert states == expected
+    assert result.hidden_aborted == result.hidden_markers == 0
+    producers = {r.producer_id for r in result.rows if r.state != "unstable" or r.offset < 21}
+    assert len(producers) == 1 and producers != {-1}  # the transactional producer's id
+    assert next(r for r in result.rows if r.offset == 21).producer_id == -1
+    # Newest first, a few at a time: the same rows.
+    newest = scan(
+        reader,
+        transactional,
+        Query(position="newest", limit=100, transactions=True),
+        [0],
+    )
+    assert [r.offset for r in newest.rows] == [o for o, _, _ in expected][::-1]

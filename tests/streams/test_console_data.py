@@ -203,6 +203,40 @@ def test_another_tenants_member_sees_nothing(kafka, people, topic):
     assert Client().get(export).status_code == 302  # signed out: to the sign-in page
 
 
+def test_the_browser_hides_aborted_transactions_unless_asked(kafka, people):
+    """Step 13: by default the page reads as a read_committed consumer and says what it
+    left out; ``transactions=show`` marks the aborted records and the markers, in the page
+    and in the export."""
+    name = topic_name("browse-txn")
+    confluent_create(kafka, kafka.admin_a, name, partitions=1)
+    producer = Producer(confluent_conf(kafka, kafka.admin_a, **{"transactional.id": name}))
+    producer.init_transactions(30)
+    for tag, end in (
+        ("kept", producer.commit_transaction),
+        ("dropped", producer.abort_transaction),
+    ):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(name, value=json.dumps({"n": i, "tag": tag}).encode())
+        producer.flush(30)
+        end(30)
+    client = signed_in(people["viewer"])
+    base = f"/t/{kafka.tenant_a}/topics/{name}/messages/?from=earliest"
+    html = client.get(base).content.decode()
+    assert html.count('<tr class="record">') == 3 and "dropped" not in html
+    assert 'id="scan-hidden"' in html and "Hidden: 3 records of aborted transactions" in html
+    assert 'name="transactions" value="show"' in html  # the choice, unchecked
+    html = client.get(base + "&transactions=show").content.decode()
+    assert html.count('data-state="aborted"') == 3 and html.count('<tr class="record">') == 3
+    assert html.count('data-state="commit"') == 1 and html.count('data-state="abort"') == 1
+    assert 'id="scan-hidden"' not in html and "checked" in html
+    _, body = _export(client, kafka, name, "from=earliest&transactions=show&as=jsonl")
+    states = [json.loads(line)["transaction"] for line in body.splitlines()]
+    assert states == ["", "", "", "commit", "aborted", "aborted", "aborted", "abort"]
+    bad = client.get(base + "&transactions=maybe")
+    assert bad.status_code == 400 and "transactions" in bad.content.decode()
+
+
 # --- export ---------------------------------------------------------------------------------
 
 
