@@ -28,6 +28,7 @@ def _value(row: TransactionState) -> TxnMetadata:
         start_ms=row.start_ms,
         updated_ms=row.updated_ms,
         version=row.version,
+        coordinator_epoch=row.coordinator_epoch,
     )
 
 
@@ -52,6 +53,7 @@ class DjangoTransactionStore:
             "start_ms": txn.start_ms,
             "updated_ms": txn.updated_ms,
             "version": txn.version,
+            "coordinator_epoch": txn.coordinator_epoch,
         }
         if txn.version == 0:  # the id's first state: only if no one stored one
             _, created = TransactionState.objects.get_or_create(

@@ -27,6 +27,7 @@ class TransactionState(models.Model):
     start_ms = models.BigIntegerField(default=-1)
     updated_ms = models.BigIntegerField(default=-1)
     version = models.BigIntegerField(default=0)  # compare-and-set by coordinators
+    coordinator_epoch = models.IntegerField(default=0)  # bumped by each takeover
 
     class Meta:
         constraints = [

@@ -7,11 +7,18 @@ WriteTxnMarkers). Partitions this broker leads are appended here; the others are
 their leaders with WriteTxnMarkers, naming topics by topic id (brokers belong to no
 tenant), on a connection per leader authenticated as the broker-internal principal.
 
+Markers carry the coordinator epoch of the id (bumped by each coordinator that takes
+it over). A leader refuses a marker from an older coordinator epoch than the producer's
+last marker there (TRANSACTION_COORDINATOR_FENCED), or at an older producer epoch
+(INVALID_PRODUCER_EPOCH): the writer then gives up (:class:`MarkersFenced`), because
+another coordinator has finished the transaction and the producer may have begun its next
+one, which a late marker would end.
+
 A partition whose topic was deleted counts as done. The others are retried with a
 back-off (leaders move, a leader may be down) until every one has its marker or
 ``MARKER_DEADLINE_S`` passes; then the coordinator retries the whole write (what is
-already written is written again: a second marker for a transaction no longer open in a
-partition changes nothing a reader sees).
+already written is written again: the transaction cannot have ended meanwhile, so a second
+marker for it changes nothing a reader sees).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from data_plane.protocol import bodies
 from data_plane.protocol.errors import ErrorCode
 from data_plane.protocol.messages import write_txn_markers
 from data_plane.replication.manager import ReplicaManager
+from data_plane.txn.coordinator import MarkersFenced
 from data_plane.txn.model import TxnMetadata, TxnPartition
 
 logger = logging.getLogger("millrace.broker.txn")
@@ -41,10 +49,8 @@ E = ErrorCode
 MARKER_TIMEOUT_MS = 30_000
 MARKER_DEADLINE_S = 60.0
 WRITE_TXN_MARKERS_VERSION = 1
-# The coordinator epoch in markers (Kafka: the __transaction_state partition's leader
-# epoch, which fences a deposed coordinator). Here the id's stored version fences
-# coordinators (a stale one cannot write the decision), so markers carry 0.
-COORDINATOR_EPOCH = 0
+# A leader's answers to a marker that mean another coordinator has decided.
+FENCED = (E.TRANSACTION_COORDINATOR_FENCED, E.INVALID_PRODUCER_EPOCH)
 
 
 class BrokerMarkerWriter:
@@ -92,6 +98,8 @@ class BrokerMarkerWriter:
                 for leader, parts in remote.items()
             ]
             for outcome in await asyncio.gather(*sends, return_exceptions=True):
+                if isinstance(outcome, MarkersFenced):
+                    raise outcome
                 if isinstance(outcome, BaseException):
                     logger.info("markers of %r: %s", txn.transactional_id, outcome)
                 else:
@@ -111,11 +119,13 @@ class BrokerMarkerWriter:
     async def _append_here(
         self, txn: TxnMetadata, commit: bool, parts: list[tuple[TxnPartition, TopicInfo]]
     ) -> set[TxnPartition]:
-        batch = marker_batch(txn.producer_id, txn.producer_epoch, commit)
+        batch = marker_batch(txn.producer_id, txn.producer_epoch, commit, txn.coordinator_epoch)
         entries = [(topic, p.index, batch) for p, topic in parts]
         results = await self._replicas.append_records(entries, -1, MARKER_TIMEOUT_MS, markers=True)
         done = set()
         for (p, _), result in zip(parts, results, strict=True):
+            if result.error in FENCED:
+                raise MarkersFenced(f"{p.topic_id}-{p.index}: {result.message}")
             if result.error in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
                 done.add(p)
             else:
@@ -154,7 +164,7 @@ class BrokerMarkerWriter:
                         {"name": name, "partition_indexes": indexes}
                         for name, indexes in by_topic.items()
                     ],
-                    "coordinator_epoch": COORDINATOR_EPOCH,
+                    "coordinator_epoch": txn.coordinator_epoch,
                 }
             ]
         }
@@ -175,6 +185,9 @@ class BrokerMarkerWriter:
             for t in marker["topics"]:
                 for result in t["partitions"]:
                     code = result["error_code"]
+                    if code in FENCED:
+                        name = ErrorCode(code).name
+                        raise MarkersFenced(f"{t['name']}-{result['partition_index']}: {name}")
                     if code in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
                         done.add(TxnPartition(t["name"], result["partition_index"]))
         return done
@@ -206,9 +219,7 @@ class BrokerMarkerWriter:
                 self._drop(leader)
 
 
-def marker_batch(
-    producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = COORDINATOR_EPOCH
-) -> bytes:
+def marker_batch(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int) -> bytes:
     """A commit or abort marker, stamped now (here, or for WriteTxnMarkers' sender)."""
     kind = ControlType.COMMIT if commit else ControlType.ABORT
     return control_batch(producer_id, epoch, kind, coordinator_epoch, int(time.time() * 1000))

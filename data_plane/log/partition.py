@@ -59,7 +59,7 @@ from data_plane.log.transactions import (
     TXN_INDEX_SUFFIX,
     AbortedTxn,
     ControlType,
-    control_type,
+    control_marker,
 )
 from data_plane.records.batch import (
     BATCH_HEADER_SIZE,
@@ -252,10 +252,10 @@ class PartitionLog:
             for position, h in segment.headers_from(found[0]):
                 if h.base_offset < start or h.producer_id < 0:
                     continue
-                kind = None
+                marker = None
                 if h.is_control:
-                    kind = control_type(segment.read_batch(position, h))
-                self._track_producer(h, kind, segment)
+                    marker = control_marker(segment.read_batch(position, h))
+                self._track_producer(h, marker, segment)
 
     def _write_producer_snapshot(self, *, sync: bool) -> None:
         """The producer state as of the log end, kept with the previous one (Kafka's way).
@@ -378,6 +378,18 @@ class PartitionLog:
             ):
                 view = memoryview(self._apply_topic_rules(view)).cast("B")
             headers = self._validate_all(view, assign_offsets, markers)
+            found: list[tuple[ControlType, int] | None] = []
+            pos = 0
+            for header in headers:
+                marker = None
+                if header.is_control:
+                    marker = control_marker(view[pos : pos + header.size])
+                    if assign_offsets:  # a coordinator's marker, at the leader
+                        self.producers.check_marker(
+                            header.producer_id, header.producer_epoch, marker[1]
+                        )
+                found.append(marker)
+                pos += header.size
             first = headers[0]
             if assign_offsets and first.producer_id >= 0 and first.base_sequence >= 0:
                 duplicate = self.producers.check(
@@ -403,12 +415,8 @@ class PartitionLog:
             # Zero-copy: each batch is written as its patched 61-byte header followed by a
             # view of the producer's remaining bytes (os.pwritev), never copied whole.
             iov: list[bytes | bytearray | memoryview] = []
-            kinds: list[ControlType | None] = []
             pos = 0
             for i, header in enumerate(headers):
-                kinds.append(
-                    control_type(view[pos : pos + header.size]) if header.is_control else None
-                )
                 head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
                 body = view[pos + BATCH_HEADER_SIZE : pos + header.size]
                 if assign_offsets:
@@ -435,9 +443,9 @@ class PartitionLog:
             epoch = headers[0].partition_leader_epoch
             if epoch >= 0:
                 self.leader_epochs.assign(epoch, first_offset)
-            for h, kind in zip(headers, kinds, strict=True):
+            for h, marker in zip(headers, found, strict=True):
                 if h.producer_id >= 0:
-                    self._track_producer(h, kind, self.segments[-1])
+                    self._track_producer(h, marker, self.segments[-1])
             self.log_end_offset = next_offset
             records = sum(h.records_count for h in headers)
             self._unflushed_records += records
@@ -452,14 +460,14 @@ class PartitionLog:
             )
 
     def _track_producer(
-        self, h: BatchHeader, kind: ControlType | None, segment: LogSegment
+        self, h: BatchHeader, marker: tuple[ControlType, int] | None, segment: LogSegment
     ) -> None:
         """Producer state after batch ``h`` (appended to or replayed from ``segment``): its
         sequence, and for transactions (Step 13) where one starts and where it ends; an
         aborted one is added to the segment's aborted-transaction index."""
         if h.is_transactional:
             self._transactional = True
-        if kind is None:
+        if marker is None:
             if h.base_sequence >= 0:
                 self.producers.record(
                     h.producer_id,
@@ -471,7 +479,8 @@ class PartitionLog:
                     transactional=h.is_transactional,
                 )
             return
-        first = self.producers.end_transaction(h.producer_id)
+        kind, coordinator_epoch = marker
+        first = self.producers.end_transaction(h.producer_id, h.producer_epoch, coordinator_epoch)
         if first is None:
             return  # a marker for a partition the transaction wrote nothing to
         self._completed.append((first, h.base_offset))

@@ -40,6 +40,11 @@ class ProducerFenced(Exception):
     """The batch's producer epoch is older than the partition has seen."""
 
 
+class CoordinatorFenced(Exception):
+    """A marker from a transaction coordinator older than one whose marker the partition
+    has already taken for this producer (Kafka's TRANSACTION_COORDINATOR_FENCED)."""
+
+
 class OutOfOrderSequence(Exception):
     """The batch's first sequence does not follow the producer's last one."""
 
@@ -58,6 +63,7 @@ class _Entry:
     )  # (first sequence, last sequence, first offset)
     last_timestamp: int = -1  # the newest batch's max timestamp (-1: not known)
     txn_first_offset: int | None = None  # the transaction in progress here (Step 13)
+    coordinator_epoch: int = -1  # the coordinator epoch of the producer's last marker here
 
 
 @dataclass(frozen=True)
@@ -132,12 +138,42 @@ class ProducerStateManager:
             entry.txn_first_offset = first_offset
             self._open[producer_id] = first_offset
 
-    def end_transaction(self, producer_id: int) -> int | None:
-        """A marker ended the producer's transaction here: its first offset (None if none
-        was open: a marker for a partition the transaction never wrote to)."""
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Validate a coordinator's marker before it is appended: a producer epoch older
+        than the partition's for the producer is fenced (ProducerFenced), and so is a
+        coordinator epoch older than that of the producer's last marker here
+        (CoordinatorFenced): a deposed coordinator, still writing markers of a transaction
+        its successor has finished, must not end the producer's next one."""
         entry = self._producers.get(producer_id)
         if entry is None:
-            return None
+            return
+        if epoch < entry.epoch:
+            raise ProducerFenced(
+                f"marker of producer {producer_id} at epoch {epoch} < {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise CoordinatorFenced(
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch} "
+                f"< {entry.coordinator_epoch}"
+            )
+
+    def end_transaction(
+        self, producer_id: int, epoch: int | None = None, coordinator_epoch: int = -1
+    ) -> int | None:
+        """A marker (at producer ``epoch``, from ``coordinator_epoch``) ended the producer's
+        transaction here: its first offset (None if none was open: a marker for a
+        partition the transaction never wrote to). A marker at a newer producer epoch (a
+        fenced producer's transaction aborted by its coordinator) makes that epoch the
+        producer's here, so the fenced producer's later batches are refused."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            if epoch is None:
+                return None
+            entry = self._producers[producer_id] = _Entry(epoch, -1)
+        if epoch is not None and epoch > entry.epoch:
+            entry.epoch, entry.last_sequence = epoch, -1
+            entry.batches.clear()
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         first, entry.txn_first_offset = entry.txn_first_offset, None
         self._open.pop(producer_id, None)
         return first
@@ -183,6 +219,7 @@ class ProducerStateManager:
                     [list(b) for b in e.batches],
                     e.last_timestamp,
                     -1 if e.txn_first_offset is None else e.txn_first_offset,
+                    e.coordinator_epoch,
                 ]
                 for pid, e in self._producers.items()
             },
@@ -203,6 +240,8 @@ class ProducerStateManager:
                 if len(saved) > 4 and int(saved[4]) >= 0:  # an open transaction (Step 13)
                     entry.txn_first_offset = int(saved[4])
                     state._open[int(pid)] = entry.txn_first_offset
+                if len(saved) > 5:
+                    entry.coordinator_epoch = int(saved[5])
                 for first_seq, last_seq, first_offset in batches:
                     entry.batches.append((int(first_seq), int(last_seq), int(first_offset)))
                 state._producers[int(pid)] = entry

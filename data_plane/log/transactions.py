@@ -70,6 +70,13 @@ class AbortedSweep:
 def control_type(batch: bytes | bytearray | memoryview) -> ControlType:
     """The type of a control batch's marker (the batch is uncompressed, as Kafka writes
     them: one record whose key is version int16, type int16)."""
+    return control_marker(batch)[0]
+
+
+def control_marker(batch: bytes | bytearray | memoryview) -> tuple[ControlType, int]:
+    """(type, coordinator epoch) of a control batch's marker: the record's key is version
+    int16, type int16; its value version int16, coordinator epoch int32 (-1 when a marker
+    carries no value)."""
     view = memoryview(batch).cast("B")
     pos = BATCH_HEADER_SIZE
     try:
@@ -81,10 +88,15 @@ def control_type(batch: bytes | bytearray | memoryview) -> ControlType:
         if key_length < 4:
             raise InvalidRecordBatch("bad_record", "control record key shorter than 4 bytes")
         _, kind = struct.unpack_from(">hh", view, pos)
+        pos += key_length
+        value_length, pos = _zigzag(view, pos)
+        coordinator_epoch = -1
+        if value_length >= 6:
+            _, coordinator_epoch = struct.unpack_from(">hi", view, pos)
     except (IndexError, struct.error):
         raise InvalidRecordBatch("bad_record", "control batch without a whole record") from None
     try:
-        return ControlType(kind)
+        return ControlType(kind), coordinator_epoch
     except ValueError:
         raise InvalidRecordBatch("bad_record", f"unknown control record type {kind}") from None
 

@@ -32,7 +32,7 @@ from typing import Protocol, cast
 from data_plane.log.config import LogConfig
 from data_plane.log.manager import LogManager, TopicPartition
 from data_plane.log.partition import AppendInfo, LogIOError, OffsetOutOfRange, PartitionLog
-from data_plane.log.producer_state import OutOfOrderSequence, ProducerFenced
+from data_plane.log.producer_state import CoordinatorFenced, OutOfOrderSequence, ProducerFenced
 from data_plane.log.segment import FileSlice
 from data_plane.log.transactions import AbortedTxn
 from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, PartitionInfo, TopicInfo
@@ -389,6 +389,8 @@ class ReplicaManager:
                     result.record_errors = [(exc.record_index, str(exc))]
             except ProducerFenced as exc:
                 result.error, result.message = E.INVALID_PRODUCER_EPOCH, str(exc)
+            except CoordinatorFenced as exc:
+                result.error, result.message = E.TRANSACTION_COORDINATOR_FENCED, str(exc)
             except OutOfOrderSequence as exc:
                 result.error, result.message = E.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc)
             except LogIOError as exc:

@@ -22,8 +22,12 @@ per id; different ids run concurrently.
   retried EndTxn is answered as the first one was; a conflicting one is INVALID_TXN_STATE.
 * **Timeouts**: :meth:`abort_expired` fences and aborts transactions in progress for
   longer than their ``transaction.timeout.ms``.
-* **Failover**: a coordinator that loads an id found in PrepareCommit or PrepareAbort
-  finishes writing its markers (:meth:`load`).
+* **Failover**: a coordinator that reads an id from the store takes it over with a
+  bumped coordinator epoch, written before anything else, and finishes writing the
+  markers of a transaction found in PrepareCommit or PrepareAbort (:meth:`load`). Its
+  markers carry that epoch; a partition refuses markers from an older one, so a deposed
+  coordinator still writing a finished transaction's markers cannot end the producer's
+  next transaction there (:class:`MarkersFenced`: it gives up).
 """
 
 from __future__ import annotations
@@ -92,6 +96,11 @@ class MarkerWriter(Protocol):
 Call = Callable[..., Awaitable[Any]]
 
 
+class MarkersFenced(Exception):
+    """A partition refused a marker as written by a deposed coordinator (an older
+    coordinator epoch) or at an older producer epoch: another coordinator has decided."""
+
+
 class NotCoordinator(Exception):
     """The id's stored state moved on without this coordinator (another broker took it
     over): the request is answered NOT_COORDINATOR and the client looks again."""
@@ -131,7 +140,11 @@ class TransactionCoordinator:
         if txn is None:
             txn = await self._call(self.store.load_transaction, *key)
             if txn is not None:
+                # A takeover: this coordinator's epoch for the id is durable before it
+                # writes anything else (markers included).
                 self._txns[key] = txn
+                bumped = dataclasses.replace(txn, coordinator_epoch=txn.coordinator_epoch + 1)
+                txn = await self._save(bumped)
                 self._resume(txn)
         return txn
 
@@ -424,6 +437,12 @@ class TransactionCoordinator:
                         commit,
                     )
                 break
+            except MarkersFenced as exc:
+                logger.info("%r: %s; its markers are another coordinator's", key[1], exc)
+                async with self._lock(key):
+                    if self._txns.get(key) == txn:
+                        del self._txns[key]  # read afresh if asked again
+                return
             except Exception:
                 logger.warning(
                     "writing the markers of %r failed; retrying in %.1f s",
@@ -435,12 +454,14 @@ class TransactionCoordinator:
                 delay = min(delay * 2, 5.0)
         async with self._lock(key):
             current = self._txns.get(key)
-            if current != txn:
+            if current is None or _decision(current) != _decision(txn):
                 return  # changed meanwhile (another coordinator took over)
+            # ``current`` may be a later version of the same decision (this coordinator
+            # gave the id up and took it over again while the markers were written).
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             try:
                 await self._save(
-                    txn.to(
+                    current.to(
                         done, self.clock(), partitions=frozenset(), groups=frozenset(), start_ms=-1
                     )
                 )
@@ -486,6 +507,11 @@ def _is_current(txn: TxnMetadata, producer_id: int, epoch: int) -> bool:
     if producer_id != txn.producer_id:
         return False
     return epoch in (txn.producer_epoch, txn.last_producer_epoch)
+
+
+def _decision(txn: TxnMetadata) -> tuple[int, int, TxnState, frozenset[TxnPartition]]:
+    """What a decided transaction's markers depend on."""
+    return txn.producer_id, txn.producer_epoch, txn.state, txn.partitions
 
 
 def _check_producer(txn: TxnMetadata | None, producer_id: int, epoch: int) -> int:

@@ -106,6 +106,10 @@ class TxnMetadata:
     # replaces, so of two brokers that both think they coordinate the id (the placement
     # moved), only one can change it.
     version: int = 0
+    # Bumped by each coordinator that takes the id over (reads it from the store); its
+    # markers carry it, and a partition refuses markers from an older one (Kafka's
+    # coordinator epoch, TRANSACTION_COORDINATOR_FENCED).
+    coordinator_epoch: int = 0
 
     def to(self, state: TxnState, now_ms: int, **changes: object) -> TxnMetadata:
         """This metadata in ``state`` with ``changes`` applied, at ``now_ms``."""

@@ -399,8 +399,17 @@ def test_only_brokers_write_markers_and_find_coordinator_needs_describe(world): 
         assert part["error_code"] == E.CLUSTER_AUTHORIZATION_FAILED
         assert _log(node, services, acme).log_end_offset == 0
         broker = Principal(0, "", "User:broker", "broker", internal=True, broker=True)
+        body["markers"][0]["coordinator_epoch"] = 5
         got = await acall(services, broker, write_txn_markers.KEY, 1, body)
         assert got["markers"][0]["topics"][0]["partitions"][0]["error_code"] == E.NONE
+        assert _log(node, services, acme).log_end_offset == 1
+        # A deposed coordinator (an older coordinator epoch) is refused, nothing written.
+        body["markers"][0]["coordinator_epoch"] = 4
+        got = await acall(services, broker, write_txn_markers.KEY, 1, body)
+        assert (
+            got["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+            == E.TRANSACTION_COORDINATOR_FENCED
+        )
         assert _log(node, services, acme).log_end_offset == 1
 
         reader = principal_of(store, acme, (Operation.READ, ResourceType.TOPIC), name="reader")

@@ -833,6 +833,7 @@ def test_transaction_state_is_saved_loaded_and_kept_per_tenant(world: World) -> 
         groups=frozenset({"billing"}),
         start_ms=9,
         version=1,
+        coordinator_epoch=7,  # a coordinator took it over
     )
     assert store.save_transaction(ongoing)  # replaces the id's state
     assert store.load_transaction(a, "orders-tx") == ongoing

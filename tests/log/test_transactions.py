@@ -8,12 +8,13 @@ import struct
 
 import pytest
 
-from data_plane.log.producer_state import ProducerStateManager
+from data_plane.log.producer_state import CoordinatorFenced, ProducerFenced, ProducerStateManager
 from data_plane.log.transactions import (
     ENTRY_SIZE,
     AbortedTxn,
     ControlType,
     control_batch,
+    control_marker,
     control_type,
 )
 from data_plane.records import Record, RecordBatch
@@ -33,8 +34,8 @@ def txn(pid: int, seq: int, n: int = 2, epoch: int = 0) -> bytes:
     ).encode()
 
 
-def marker(pid: int, kind: ControlType, epoch: int = 0) -> bytes:
-    return control_batch(pid, epoch, kind, coordinator_epoch=3, timestamp=2000)
+def marker(pid: int, kind: ControlType, epoch: int = 0, coordinator_epoch: int = 3) -> bytes:
+    return control_batch(pid, epoch, kind, coordinator_epoch=coordinator_epoch, timestamp=2000)
 
 
 def test_a_control_batch_says_whether_it_commits_or_aborts():
@@ -170,3 +171,53 @@ def test_the_last_stable_offset_is_never_below_the_log_start(tmp_path):
     log.append(marker(7, COMMIT), markers=True)
     log.update_high_watermark(log.log_end_offset)
     assert log.last_stable_offset == log.high_watermark == 7
+
+
+def test_a_deposed_coordinators_late_marker_cannot_end_the_next_transaction(tmp_path):
+    """Coordinator epoch 4 committed producer 7's first transaction here; the producer's
+    next one is open. A marker of the first transaction from the deposed coordinator
+    (epoch 3) arrives late: refused, the open transaction stays open, nothing written.
+    Kept across a restart (snapshot) and a crash (replay of the markers)."""
+    assert control_marker(marker(7, COMMIT, coordinator_epoch=4)) == (COMMIT, 4)
+    log = open_log(tmp_path / "p")
+    log.append(txn(7, 0))  # 0-1
+    log.append(marker(7, COMMIT, coordinator_epoch=4), markers=True)  # 2
+    log.append(txn(7, 2))  # 3-4: the next transaction
+    end = log.log_end_offset
+    with pytest.raises(CoordinatorFenced):
+        log.append(marker(7, COMMIT, coordinator_epoch=3), markers=True)
+    assert log.log_end_offset == end
+    log.update_high_watermark(end)
+    assert log.last_stable_offset == 3  # still open
+    log.append(marker(7, ABORT, coordinator_epoch=4), markers=True)  # the same coordinator
+    log.update_high_watermark(log.log_end_offset)
+    assert log.aborted_transactions(0, 10) == [AbortedTxn(7, 3, 5, 6)]
+    log.close()
+    for reopened in (open_log(tmp_path / "p"), _crashed(tmp_path / "p")):
+        reopened.append(txn(7, 4))
+        with pytest.raises(CoordinatorFenced):
+            reopened.append(marker(7, ABORT, coordinator_epoch=3), markers=True)
+        reopened.close()
+
+
+def _crashed(directory):
+    """The log reopened as after a crash: no producer snapshot, the segments replayed."""
+    for snapshot in directory.glob("*.snapshot"):
+        snapshot.unlink()
+    return open_log(directory)
+
+
+def test_a_marker_at_an_older_producer_epoch_is_fenced_and_a_newer_one_fences(tmp_path):
+    """The coordinator aborts a fenced producer's transaction at the bumped epoch: the
+    partition takes that epoch, so the old instance's batches are refused; a marker at an
+    epoch older than the partition's is refused too. The new instance starts at 0."""
+    log = open_log(tmp_path / "p")
+    log.append(txn(7, 0, epoch=2))
+    log.append(marker(7, ABORT, epoch=3), markers=True)  # fenced at 3 and aborted
+    with pytest.raises(ProducerFenced):
+        log.append(txn(7, 2, epoch=2))  # the zombie
+    with pytest.raises(ProducerFenced):
+        log.append(marker(7, COMMIT, epoch=2), markers=True)
+    log.append(txn(7, 0, epoch=3))  # the next instance at the bumped epoch, sequence 0
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 3

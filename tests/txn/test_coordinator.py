@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from data_plane.protocol.errors import ErrorCode as E
-from data_plane.txn.coordinator import NotCoordinator, TransactionCoordinator
+from data_plane.txn.coordinator import MarkersFenced, NotCoordinator, TransactionCoordinator
 from data_plane.txn.model import (
     MAX_PRODUCER_EPOCH,
     IllegalTransition,
@@ -76,14 +76,23 @@ class Markers:
         self.gate = asyncio.Event()
         self.gate.set()
         self.fail = 0
+        self.fenced = False
+        self.coordinator_epochs: list[int] = []
 
     async def write_markers(self, txn: TxnMetadata, commit: bool) -> None:
-        # The decision was durable before any marker is written.
-        assert self.store.load_transaction(txn.tenant_id, txn.transactional_id) == txn
         await self.gate.wait()
+        if self.fenced:  # the partitions have a newer coordinator's markers
+            raise MarkersFenced("coordinator epoch older than the partition's")
+        # The decision was durable before any marker is written (later versions of the
+        # same decision may be stored meanwhile: a takeover bumps the coordinator epoch).
+        stored = self.store.load_transaction(txn.tenant_id, txn.transactional_id)
+        assert stored is not None
+        decision = ("producer_id", "producer_epoch", "state", "partitions")
+        assert [getattr(stored, f) for f in decision] == [getattr(txn, f) for f in decision]
         if self.fail:
             self.fail -= 1
             raise OSError("a leader is away")
+        self.coordinator_epochs.append(txn.coordinator_epoch)
         self.written.append(
             (txn.transactional_id, txn.producer_id, txn.producer_epoch, commit, txn.partitions)
         )
@@ -253,9 +262,58 @@ def test_a_new_coordinator_finishes_a_decided_transaction_and_markers_are_retrie
         store.rows[(TENANT, "t")] = decided
         c, _, markers, _ = make(store)
         markers.fail = 2  # the first two attempts meet a leader that moved
-        assert (await c.load(TENANT, "t")) == decided
+        loaded = await c.load(TENANT, "t")
+        # Taken over: its coordinator epoch is bumped, durably, before its markers.
+        assert loaded == dataclasses.replace(decided, version=1, coordinator_epoch=1)
         await c.wait_completed(TENANT, "t")
         assert markers.written == [("t", 9, 3, True, frozenset({P0, P1}))]
+        assert markers.coordinator_epochs == [1]
+        assert store.rows[(TENANT, "t")].state is TxnState.COMPLETE_COMMIT
+
+    run(go())
+
+
+def test_a_deposed_coordinator_gives_up_markers_its_successor_wrote():
+    """Two coordinators of one id (the placement moved while one was paused): the second
+    takes over with a higher coordinator epoch and finishes the transaction; the first,
+    fenced at the partitions, stops instead of retrying, and forgets the id."""
+
+    async def go():
+        store = Store()
+        first, _, first_markers, _ = make(store)
+        _, pid, epoch = await first.init_producer_id(TENANT, "t", 60_000)
+        await first.add_partitions(TENANT, "t", pid, epoch, [P0])
+        first_markers.gate.clear()  # paused while writing its markers
+        # Decided (PrepareCommit is durable: the answer goes at once), markers pending.
+        assert await first.end_txn(TENANT, "t", pid, epoch, True) == E.NONE
+        second, _, second_markers, _ = make(store)
+        taken = await second.load(TENANT, "t")
+        assert taken is not None and taken.coordinator_epoch == 1
+        await second.wait_completed(TENANT, "t")
+        assert second_markers.coordinator_epochs == [1]
+        assert store.rows[(TENANT, "t")].state is TxnState.COMPLETE_COMMIT
+        first_markers.fenced = True  # the partitions now refuse epoch 0
+        first_markers.gate.set()
+        await asyncio.wait_for(first.wait_completed(TENANT, "t"), 10)
+        assert first_markers.coordinator_epochs == []
+        assert first.transactions() == []  # forgotten: it reads the store if asked again
+        assert store.rows[(TENANT, "t")].state is TxnState.COMPLETE_COMMIT
+
+    run(go())
+
+
+def test_a_coordinator_that_takes_an_id_back_while_writing_markers_completes_it():
+    async def go():
+        c, store, markers, _ = make()
+        _, pid, epoch = await c.init_producer_id(TENANT, "t", 60_000)
+        await c.add_partitions(TENANT, "t", pid, epoch, [P0])
+        markers.gate.clear()
+        assert await c.end_txn(TENANT, "t", pid, epoch, True) == E.NONE
+        c.forget(lambda tenant, name: False)  # placed elsewhere for a moment...
+        again = await c.load(TENANT, "t")  # ...and back: taken over anew
+        assert again is not None and again.coordinator_epoch == 1
+        markers.gate.set()
+        await asyncio.wait_for(c.wait_completed(TENANT, "t"), 10)
         assert store.rows[(TENANT, "t")].state is TxnState.COMPLETE_COMMIT
 
     run(go())
