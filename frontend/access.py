@@ -96,11 +96,21 @@ def service_account_list(page: Page) -> HttpResponse:
     return page.render("frontend/access_service_accounts.html", {"accounts": accounts})
 
 
-PRESET_OPTIONS = [(name, f"{name}: {why}") for name, (why, _, _) in PRESETS.items()]
+PRESET_OPTIONS = [(name, f"{name}: {spec.why}") for name, spec in PRESETS.items()]
 PATTERN_OPTIONS = [("literal", "exactly this name"), ("prefixed", "every name starting with it")]
 # The preset service's field names -> this form's.
-PRESET_FIELDS = {f"acl_preset.{k}": k for k in ("preset", "topic", "topic_pattern", "group")}
-PRESET_FIELDS["acl_preset.group_pattern"] = "group_pattern"
+PRESET_FIELDS = {
+    f"acl_preset.{k}": k
+    for k in (
+        "preset",
+        "topic",
+        "topic_pattern",
+        "group",
+        "group_pattern",
+        "transactional_id",
+        "transactional_id_pattern",
+    )
+}
 
 
 @member_view("service-accounts", role=SA_NEEDS["create"].role)
@@ -114,6 +124,8 @@ def service_account_create(page: Page) -> HttpResponse:
         "topic_pattern": "literal",
         "group": "",
         "group_pattern": "prefixed",
+        "transactional_id": "",
+        "transactional_id_pattern": "prefixed",
     }
     errors: dict[str, str] = {}
     if page.request.method == "POST":

@@ -10,16 +10,22 @@ and Confluent Cloud grant for each role:
 - ``read-only``: Read, Describe and DescribeConfigs on the topics, and Describe on the
   groups and the cluster (it may read and look, not join groups or commit);
 - ``topic-admin``: every operation (All) on the topics (create, delete, alter, configure,
-  read and write what matches).
+  read and write what matches);
+- ``transactional-producer``: the producer's rights, and Write and Describe on the
+  transactional ids (``transactional.id``: begin, commit and abort transactions);
+- ``exactly-once``: a consume-transform-produce application (Kafka Streams at
+  ``exactly_once_v2``, a transactional job): Read, Write and Describe on the topics, Read
+  and Describe on the groups, Write and Describe on the transactional ids, IdempotentWrite
+  on the cluster.
 
-Topics and groups are named like any ACL resource: a literal name (``*`` for all) or a
-prefix.
+Topics, groups and transactional ids are named like any ACL resource: a literal name
+(``*`` for all) or a prefix.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 
@@ -32,20 +38,26 @@ from data_plane.acl import CLUSTER_RESOURCE_NAME, Operation, PatternType, Resour
 
 OP = Operation
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+TXN = ResourceType.TRANSACTIONAL_ID
 
-# preset -> (what it is for, [(resource type, operation)], needs a group)
-PRESETS: dict[str, tuple[str, list[tuple[ResourceType, Operation]], bool]] = {
-    "producer": (
-        "produce to the topics",
-        [(TOPIC, OP.WRITE), (TOPIC, OP.DESCRIBE), (CLUSTER, OP.IDEMPOTENT_WRITE)],
-        False,
-    ),
-    "consumer": (
+
+class Spec(NamedTuple):
+    why: str  # what it is for
+    rights: list[tuple[ResourceType, Operation]]
+    needs_group: bool = False
+    needs_transactional_id: bool = False
+
+
+PRODUCE = [(TOPIC, OP.WRITE), (TOPIC, OP.DESCRIBE), (CLUSTER, OP.IDEMPOTENT_WRITE)]
+TRANSACT = [(TXN, OP.WRITE), (TXN, OP.DESCRIBE)]
+PRESETS: dict[str, Spec] = {
+    "producer": Spec("produce to the topics", PRODUCE),
+    "consumer": Spec(
         "consume the topics in the groups",
         [(TOPIC, OP.READ), (TOPIC, OP.DESCRIBE), (GROUP, OP.READ), (GROUP, OP.DESCRIBE)],
-        True,
+        needs_group=True,
     ),
-    "read-only": (
+    "read-only": Spec(
         "read and describe the topics, describe groups and the cluster",
         [
             (TOPIC, OP.READ),
@@ -54,9 +66,17 @@ PRESETS: dict[str, tuple[str, list[tuple[ResourceType, Operation]], bool]] = {
             (GROUP, OP.DESCRIBE),
             (CLUSTER, OP.DESCRIBE),
         ],
-        False,
     ),
-    "topic-admin": ("administer the topics (every operation)", [(TOPIC, OP.ALL)], False),
+    "topic-admin": Spec("administer the topics (every operation)", [(TOPIC, OP.ALL)]),
+    "transactional-producer": Spec(
+        "produce to the topics in transactions", PRODUCE + TRANSACT, needs_transactional_id=True
+    ),
+    "exactly-once": Spec(
+        "consume, transform and produce the topics exactly once",
+        [(TOPIC, OP.READ), *PRODUCE, (GROUP, OP.READ), (GROUP, OP.DESCRIBE), *TRANSACT],
+        needs_group=True,
+        needs_transactional_id=True,
+    ),
 }
 PRESET_CHOICES = list(PRESETS)
 PATTERNS = tuple(p.value for p in PatternType)  # how a preset's names match
@@ -69,6 +89,8 @@ class Preset:
     topic_pattern: str = PatternType.LITERAL.value
     group: str = ""
     group_pattern: str = PatternType.PREFIXED.value
+    transactional_id: str = ""
+    transactional_id_pattern: str = PatternType.PREFIXED.value
 
     def describe(self) -> str:
         def named(kind: str, name: str, pattern: str) -> str:
@@ -78,9 +100,13 @@ class Preset:
                 return f"{kind}s starting {name!r}"
             return f"{kind} {name!r}"
 
+        spec = PRESETS[self.name]
         text = f"{self.name} for {named('topic', self.topic, self.topic_pattern)}"
-        if PRESETS[self.name][2]:
-            text += f" and {named('group', self.group, self.group_pattern)}"
+        if spec.needs_group:
+            text += f", {named('group', self.group, self.group_pattern)}"
+        if spec.needs_transactional_id:
+            ids = named("transactional id", self.transactional_id, self.transactional_id_pattern)
+            text += f", {ids}"
         return text
 
 
@@ -96,7 +122,11 @@ def parse(data: Any, prefix: str = "acl_preset") -> Preset:
         )
     patterns = [p.value for p in PatternType]
     values: dict[str, str] = {}
-    for key, default in (("topic_pattern", "literal"), ("group_pattern", "prefixed")):
+    for key, default in (
+        ("topic_pattern", "literal"),
+        ("group_pattern", "prefixed"),
+        ("transactional_id_pattern", "prefixed"),
+    ):
         value = str(data.get(key) or default)
         if value not in patterns:
             raise InvalidInput(f"must be one of: {', '.join(patterns)}", field=f"{prefix}.{key}")
@@ -104,20 +134,33 @@ def parse(data: Any, prefix: str = "acl_preset") -> Preset:
     topic = str(data.get("topic") or "").strip()
     if not topic:
         raise InvalidInput("name the topic, topic prefix, or '*' for all", field=f"{prefix}.topic")
+    spec = PRESETS[name]
     group = str(data.get("group") or "").strip()
-    needs_group = PRESETS[name][2]
-    if needs_group and not group:
+    if spec.needs_group and not group:
         raise InvalidInput(
-            "a consumer needs a group: a name, a prefix, or '*' for all", field=f"{prefix}.group"
+            f"{name} needs a group: a name, a prefix, or '*' for all", field=f"{prefix}.group"
+        )
+    transactional_id = str(data.get("transactional_id") or "").strip()
+    if spec.needs_transactional_id and not transactional_id:
+        raise InvalidInput(
+            f"{name} needs a transactional id (the clients' transactional.id): a name, a "
+            "prefix, or '*' for all",
+            field=f"{prefix}.transactional_id",
         )
     return Preset(
-        name, topic, values["topic_pattern"], group if needs_group else "", values["group_pattern"]
+        name,
+        topic,
+        values["topic_pattern"],
+        group if spec.needs_group else "",
+        values["group_pattern"],
+        transactional_id if spec.needs_transactional_id else "",
+        values["transactional_id_pattern"],
     )
 
 
 def grant(actor: Actor, tenant: Tenant, sa: ServiceAccount, preset: Preset) -> list[Acl]:
     """Write the preset's ACLs for ``sa`` (all or none)."""
-    _, rights, _ = PRESETS[preset.name]
+    rights = PRESETS[preset.name].rights
     made = []
     with transaction.atomic():
         for rtype, operation in rights:
@@ -126,6 +169,8 @@ def grant(actor: Actor, tenant: Tenant, sa: ServiceAccount, preset: Preset) -> l
             elif rtype is GROUP:
                 name = preset.group or "*"
                 pattern = preset.group_pattern if preset.group else PatternType.LITERAL.value
+            elif rtype is TXN:
+                name, pattern = preset.transactional_id, preset.transactional_id_pattern
             else:
                 name, pattern = CLUSTER_RESOURCE_NAME, PatternType.LITERAL.value
             try:
@@ -143,7 +188,7 @@ def grant(actor: Actor, tenant: Tenant, sa: ServiceAccount, preset: Preset) -> l
                 )
             except InvalidInput as exc:
                 # Name the preset's field, not the ACL's, so forms show it in the right place.
-                field = "group" if rtype is GROUP else "topic"
+                field = {GROUP: "group", TXN: "transactional_id"}.get(rtype, "topic")
                 raise InvalidInput(exc.message, field=f"acl_preset.{field}") from None
     return made
 

@@ -213,14 +213,29 @@ class AclPresetSerializer(serializers.Serializer):
         help_text="producer: Write, Describe on the topics and IdempotentWrite on the cluster; "
         "consumer: Read, Describe on the topics and the groups; read-only: Read, Describe, "
         "DescribeConfigs on the topics and Describe on groups and the cluster; topic-admin: "
-        "All on the topics",
+        "All on the topics; transactional-producer: the producer's rights and Write, Describe "
+        "on the transactional ids; exactly-once: Read, Write, Describe on the topics, Read, "
+        "Describe on the groups, Write, Describe on the transactional ids and IdempotentWrite "
+        "on the cluster",
     )
     topic = serializers.CharField(max_length=255, help_text="a topic name, a prefix, or '*'")
     topic_pattern = serializers.ChoiceField(choices=PATTERNS, default=PatternType.LITERAL.value)
     group = serializers.CharField(
-        max_length=255, required=False, allow_blank=True, help_text="consumer: a group or prefix"
+        max_length=255,
+        required=False,
+        allow_blank=True,
+        help_text="consumer, exactly-once: a group or prefix",
     )
     group_pattern = serializers.ChoiceField(choices=PATTERNS, default=PatternType.PREFIXED.value)
+    transactional_id = serializers.CharField(
+        max_length=255,
+        required=False,
+        allow_blank=True,
+        help_text="transactional-producer, exactly-once: the clients' transactional.id or prefix",
+    )
+    transactional_id_pattern = serializers.ChoiceField(
+        choices=PATTERNS, default=PatternType.PREFIXED.value
+    )
 
 
 class ServiceAccountCreateSerializer(ServiceAccountSerializer):

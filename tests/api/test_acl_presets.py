@@ -111,11 +111,71 @@ def test_read_only_and_topic_admin_presets(owner):
     assert not allowed(rows, "create", "topic", "other")
 
 
+def test_transactional_presets_add_the_transactional_ids(owner):
+    client = session_client(owner)
+    made = create(
+        client, preset="transactional-producer", topic="orders", transactional_id="orders-tx-"
+    )
+    assert made.status_code == 201, made.content
+    rows = listed(client)
+    assert len(rows) == 5
+    assert allowed(rows, "write", "topic", "orders")
+    assert allowed(rows, "idempotent_write", "cluster", "kafka-cluster")
+    assert allowed(rows, "write", "transactional_id", "orders-tx-7")  # a prefix by default
+    assert allowed(rows, "describe", "transactional_id", "orders-tx-7")
+    assert not allowed(rows, "write", "transactional_id", "payments-tx")
+    assert not allowed(rows, "read", "topic", "orders")
+    assert not allowed(rows, "read", "group", "g")
+
+    other = client.post(
+        f"{T}/service-accounts/",
+        {
+            "name": "etl",
+            "acl_preset": {
+                "preset": "exactly-once",
+                "topic": "etl-",
+                "topic_pattern": "prefixed",
+                "group": "etl",
+                "group_pattern": "literal",
+                "transactional_id": "etl-job",
+                "transactional_id_pattern": "literal",
+            },
+        },
+        format="json",
+    )
+    assert other.status_code == 201, other.content
+    rows = client.get(f"{T}/acls/", {"principal": "User:etl"}).json()["results"]
+    rows = [{**r, "principal": "User:app"} for r in rows]
+    assert len(rows) == 8
+    for op in ("read", "write", "describe"):
+        assert allowed(rows, op, "topic", "etl-in")
+    assert allowed(rows, "read", "group", "etl") and not allowed(rows, "read", "group", "etl2")
+    assert allowed(rows, "write", "transactional_id", "etl-job")
+    assert not allowed(rows, "write", "transactional_id", "etl-job-2")  # literal
+    assert allowed(rows, "idempotent_write", "cluster", "kafka-cluster")
+
+
 @pytest.mark.parametrize(
     ("preset", "field", "message"),
     [
         ({"preset": "superuser", "topic": "x"}, "acl_preset.preset", "superuser"),
         ({"preset": "consumer", "topic": "orders"}, "acl_preset.group", "needs a group"),
+        (
+            {"preset": "transactional-producer", "topic": "orders"},
+            "acl_preset.transactional_id",
+            "needs a transactional id",
+        ),
+        (
+            {
+                "preset": "exactly-once",
+                "topic": "o",
+                "group": "g",
+                "transactional_id": "t",
+                "transactional_id_pattern": "glob",
+            },
+            "acl_preset.transactional_id_pattern",
+            "",
+        ),
         ({"preset": "producer", "topic": ""}, "acl_preset.topic", ""),
         (
             {"preset": "producer", "topic": "x", "topic_pattern": "regex"},

@@ -226,6 +226,99 @@ def test_a_key_without_write_on_the_transactional_id_is_refused_at_once(trio):
     assert error.fatal() or not error.retriable(), error
 
 
+@pytest.fixture(scope="module")
+def preset_keys(trio, django_db_blocker):
+    """Keys of service accounts made with the console's and API's ACL presets, for names
+    starting "eo-": exactly-once, transactional-producer and (no transactions) producer."""
+    from control_plane.access import presets
+    from control_plane.access import services as access_services
+    from control_plane.tenancy.models import Tenant
+    from tests.broker.conftest import Key
+    from tests.conftest import SYSTEM
+
+    keys = {}
+    with django_db_blocker.unblock():
+        tenant = Tenant.objects.get(slug=trio[0].tenant_a)
+        for name in ("exactly-once", "transactional-producer", "producer"):
+            preset = presets.parse(
+                {
+                    "preset": name,
+                    "topic": "eo-",
+                    "topic_pattern": "prefixed",
+                    "group": "eo-",
+                    "transactional_id": "eo-",
+                }
+            )
+            sa, _ = presets.create_with_preset(
+                SYSTEM, tenant, name=f"{name}-{uuid.uuid4().hex[:6]}", description="", preset=preset
+            )
+            made = access_services.create_api_key(SYSTEM, sa)
+            keys[name] = Key(made.api_key.key_id, made.secret, sa.principal)
+    return keys
+
+
+def test_the_exactly_once_preset_runs_consume_transform_produce(trio, preset_keys):
+    """The effect of the presets with a real client: an exactly-once key reads in a group
+    and commits output and offsets in a transaction; a transactional-producer key may use
+    only its transactional ids; a producer key may not use transactions at all."""
+    from confluent_kafka import Consumer, KafkaException
+
+    env = trio[2]
+    tag = uuid.uuid4().hex[:6]
+    source, sink = f"eo-in-{tag}", f"eo-out-{tag}"
+    _create(env, source, sink, partitions=1)
+    seed = _producer(env, f"seed-{tag}")
+    seed.init_transactions(30)
+    seed.begin_transaction()
+    for i in range(5):
+        seed.produce(source, f"in-{i}".encode(), partition=0)
+    seed.commit_transaction(30)
+
+    key = preset_keys["exactly-once"]
+    consumer = Consumer(
+        confluent_conf(
+            env,
+            key,
+            **{
+                "group.id": f"eo-{tag}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            },
+        )
+    )
+    consumer.subscribe([source])
+    producer = _producer(env, f"eo-tx-{tag}", key=key)
+    producer.init_transactions(60)
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 5 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg)
+    assert len(got) == 5
+    producer.begin_transaction()
+    for msg in got:
+        producer.produce(sink, msg.value().upper(), partition=0)
+    producer.send_offsets_to_transaction(
+        consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+    )
+    producer.commit_transaction(30)
+    consumer.close()
+    out = _read(env, [sink], "read_committed", 5)
+    assert [v for _, _, v in out] == [f"IN-{i}" for i in range(5)]
+
+    allowed = _producer(env, f"eo-{tag}", key=preset_keys["transactional-producer"])
+    allowed.init_transactions(60)  # its transactional ids
+    for name, transactional_id in (
+        ("transactional-producer", f"other-{tag}"),  # not one of its ids
+        ("producer", f"eo-{tag}-p"),  # no transactions at all
+    ):
+        with pytest.raises(KafkaException) as refused:
+            _producer(env, transactional_id, key=preset_keys[name]).init_transactions(60)
+        assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in refused.value.args[0].name()
+
+
 def _expected(tag: str, topics: tuple[str, str], count: int = 12) -> list[tuple[str, int, str]]:
     return [(topics[i % 2], i % 3, f"{tag}-{i}") for i in range(count)]
 
