@@ -29,7 +29,7 @@ class ProduceRequestTopicData(TypedDict):
 
 
 class ProduceRequest(TypedDict):
-    """Produce request (API key 0), v0-10."""
+    """Produce request (API key 0), v0-11."""
 
     transactional_id: NotRequired[str | None]  # v3+
     acks: int
@@ -81,7 +81,7 @@ class ProduceResponseNodeEndpoints(TypedDict, total=False):
 
 
 class ProduceResponse(TypedDict, total=False):
-    """Produce response (API key 0), v0-10."""
+    """Produce response (API key 0), v0-11."""
 
     responses: list[ProduceResponseResponses]
     throttle_time_ms: int  # v1+

@@ -171,7 +171,11 @@ FOOTER = """
 - **Produce** v10 (KIP-951): a partition answered `NOT_LEADER_OR_FOLLOWER` (6) carries
   `current_leader`, and `node_endpoints` lists those leaders at the addresses of the
   listener the client used, as Fetch v16 does, so a producer moves without a Metadata
-  round trip. v11 (KIP-890's `TRANSACTION_ABORTABLE`) waits for transactions.
+  round trip. v11 (KIP-890 part 1): a transactional batch whose partition is not in its
+  producer's transaction in progress is answered `TRANSACTION_ABORTABLE` (120; before v11
+  `INVALID_TXN_STATE`, 48), and one whose transaction is being completed
+  `NOT_ENOUGH_REPLICAS` (19, retriable), as Kafka's leaders answer after verification.
+  v12 (transactions V2: the produce adds its partition) is not served.
 - **DescribeGroups** v6 (KIP-1043): a group that does not exist answers
   `GROUP_ID_NOT_FOUND` (69), "Group <id> not found.", still Dead with no members (before
   v6 it is an empty Dead group without an error, as in Kafka); every error a group is

@@ -342,21 +342,22 @@ class TransactionCoordinator:
         """KIP-890 part 1, at a partition's leader before a producer's first transactional
         batch there: is the partition in the id's transaction in progress, at this
         producer and epoch? Read from the store (the coordinator may be another broker),
-        where AddPartitionsToTxn made it durable before answering. An older epoch is
-        fenced (INVALID_PRODUCER_EPOCH); anything else is INVALID_TXN_STATE, so a batch
-        cannot open a transaction its coordinator does not know (which would hold the
-        partition's last stable offset back for ever)."""
+        where AddPartitionsToTxn made it durable before answering. The answers are what
+        Kafka's coordinator gives a leader's verification: an unknown id or another
+        producer id INVALID_PRODUCER_ID_MAPPING, another epoch INVALID_PRODUCER_EPOCH (the
+        leader's word for PRODUCER_FENCED), a transaction being decided
+        CONCURRENT_TRANSACTIONS, and a partition not in a transaction in progress
+        TRANSACTION_ABORTABLE, so a batch cannot open a transaction its coordinator does
+        not know (which would hold the partition's last stable offset back for ever)."""
         txn = await self._call(self.store.load_transaction, tenant_id, transactional_id)
         if txn is None or txn.producer_id != producer_id:
-            return E.INVALID_TXN_STATE
-        if epoch < txn.producer_epoch:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if epoch != txn.producer_epoch:
             return E.INVALID_PRODUCER_EPOCH
-        if (
-            epoch != txn.producer_epoch
-            or txn.state is not TxnState.ONGOING
-            or partition not in txn.partitions
-        ):
-            return E.INVALID_TXN_STATE
+        if txn.state.preparing:
+            return E.CONCURRENT_TRANSACTIONS
+        if txn.state is not TxnState.ONGOING or partition not in txn.partitions:
+            return E.TRANSACTION_ABORTABLE
         return E.NONE
 
     async def list_stored(self, tenant_id: int) -> list[TxnMetadata]:

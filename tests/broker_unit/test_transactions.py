@@ -80,7 +80,9 @@ async def _add(services, app, pid, epoch, topics, tid="pay-tx", version=3) -> di
     }
 
 
-async def _produce(services, app, partition: int, records: bytes, tid="pay-tx") -> dict:
+async def _produce(
+    services, app, partition: int, records: bytes, tid="pay-tx", version: int = 9
+) -> dict:
     body = {
         "transactional_id": tid,
         "acks": -1,
@@ -89,7 +91,7 @@ async def _produce(services, app, partition: int, records: bytes, tid="pay-tx") 
             {"name": "payments", "partition_data": [{"index": partition, "records": records}]}
         ],
     }
-    got = await acall(services, app, produce.KEY, 9, body)
+    got = await acall(services, app, produce.KEY, version, body)
     return got["responses"][0]["partition_responses"][0]
 
 
@@ -196,6 +198,10 @@ def test_batches_outside_a_transaction_are_refused_and_nothing_is_stored(world):
         # Not added to the transaction (KIP-890 part 1): refused, nothing stored.
         refused = await _produce(services, app, 0, txn(pid, 0, epoch=epoch))
         assert refused["error_code"] == E.INVALID_TXN_STATE
+        # Produce v11's clients are told TRANSACTION_ABORTABLE (KIP-890): abort and go on.
+        refused = await _produce(services, app, 0, txn(pid, 0, epoch=epoch), version=11)
+        assert refused["error_code"] == E.TRANSACTION_ABORTABLE
+        assert "not in a transaction" in refused["error_message"]
         # Without the transactional id, or another tenant's producer naming it.
         refused = await _produce(services, app, 0, txn(pid, 0, epoch=epoch), tid=None)
         assert refused["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

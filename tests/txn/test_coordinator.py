@@ -387,12 +387,20 @@ def test_a_leader_verifies_a_partition_against_the_stored_transaction():
     async def go():
         c, _, _, _ = make()
         _, pid, epoch = await c.init_producer_id(TENANT, "t", 60_000)
-        assert await c.verify(TENANT, "t", pid, epoch, P0) == E.INVALID_TXN_STATE  # no txn
+        # Kafka's answers to a leader's verification (KIP-890 part 1).
+        assert await c.verify(TENANT, "t", pid, epoch, P0) == E.TRANSACTION_ABORTABLE  # no txn
         assert await c.add_partitions(TENANT, "t", pid, epoch, [P0]) == E.NONE
         assert await c.verify(TENANT, "t", pid, epoch, P0) == E.NONE
-        assert await c.verify(TENANT, "t", pid, epoch, P1) == E.INVALID_TXN_STATE  # not added
-        assert await c.verify(TENANT, "t", pid + 1, epoch, P0) == E.INVALID_TXN_STATE
-        assert await c.verify(TENANT, "nobody", pid, epoch, P0) == E.INVALID_TXN_STATE
+        assert await c.verify(TENANT, "t", pid, epoch, P1) == E.TRANSACTION_ABORTABLE  # not added
+        assert await c.verify(TENANT, "t", pid + 1, epoch, P0) == E.INVALID_PRODUCER_ID_MAPPING
+        assert await c.verify(TENANT, "nobody", pid, epoch, P0) == E.INVALID_PRODUCER_ID_MAPPING
+        assert await c.verify(TENANT, "t", pid, epoch + 1, P0) == E.INVALID_PRODUCER_EPOCH
+        c.markers.gate.clear()  # decided, its markers not written yet
+        assert await c.end_txn(TENANT, "t", pid, epoch, True) == E.NONE
+        assert await c.verify(TENANT, "t", pid, epoch, P0) == E.CONCURRENT_TRANSACTIONS
+        c.markers.gate.set()
+        await c.wait_completed(TENANT, "t")
+        assert await c.add_partitions(TENANT, "t", pid, epoch, [P0]) == E.NONE
         assert await c.init_producer_id(TENANT, "t", 60_000) == (E.CONCURRENT_TRANSACTIONS, -1, -1)
         # The fenced instance's epoch is older now.
         assert await c.verify(TENANT, "t", pid, epoch, P0) == E.INVALID_PRODUCER_EPOCH

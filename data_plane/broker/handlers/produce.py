@@ -41,6 +41,7 @@ logger = logging.getLogger("millrace.broker")
 # A compressed legacy message may expand to at most this much (the batch it becomes must
 # still fit the topic's max.message.bytes when it is appended).
 LEGACY_EXPANSION_LIMIT = 64 << 20
+ABORTABLE_FROM = 11  # Produce versions whose clients understand TRANSACTION_ABORTABLE
 
 
 async def handle_produce(
@@ -179,17 +180,29 @@ async def _refused_transactional(
         return None  # the append answers NOT_LEADER_OR_FOLLOWER
     if partition.log.producers.in_transaction(header.producer_id, header.producer_epoch):
         return None
-    code = await ctx.services.transactions.verify(
-        ctx.principal.tenant_id,
-        transactional_id,
-        header.producer_id,
-        header.producer_epoch,
-        TxnPartition(str(topic.topic_id), index),
-    )
+    try:
+        code = await ctx.services.transactions.verify(
+            ctx.principal.tenant_id,
+            transactional_id,
+            header.producer_id,
+            header.producer_epoch,
+            TxnPartition(str(topic.topic_id), index),
+        )
+    except Exception:  # the coordinator's state could not be read: retriable
+        logger.warning("verifying %r failed", transactional_id, exc_info=True)
+        return E.NOT_ENOUGH_REPLICAS, "the transaction could not be verified; retry"
     if code == E.NONE:
         return None
-    if code == E.INVALID_TXN_STATE:
-        return code, "the partition is not in a transaction in progress of this producer"
+    if code == E.TRANSACTION_ABORTABLE:
+        # Kafka's answer to clients that know it (v11+); older ones get INVALID_TXN_STATE.
+        version = ctx.version
+        return (
+            E.TRANSACTION_ABORTABLE if version >= ABORTABLE_FROM else E.INVALID_TXN_STATE,
+            "the partition is not in a transaction in progress of this producer",
+        )
+    if code == E.CONCURRENT_TRANSACTIONS:
+        # Being decided (markers being written): retriable, as Kafka answers before v12.
+        return E.NOT_ENOUGH_REPLICAS, "the producer's transaction is being completed; retry"
     return code, None
 
 
