@@ -29,6 +29,8 @@ def _value(row: TransactionState) -> TxnMetadata:
         updated_ms=row.updated_ms,
         version=row.version,
         coordinator_epoch=row.coordinator_epoch,
+        next_producer_id=row.next_producer_id,
+        previous_producer_id=row.previous_producer_id,
     )
 
 
@@ -54,6 +56,8 @@ class DjangoTransactionStore:
             "updated_ms": txn.updated_ms,
             "version": txn.version,
             "coordinator_epoch": txn.coordinator_epoch,
+            "next_producer_id": txn.next_producer_id,
+            "previous_producer_id": txn.previous_producer_id,
         }
         if txn.version == 0:  # the id's first state: only if no one stored one
             _, created = TransactionState.objects.get_or_create(

@@ -28,6 +28,10 @@ class TransactionState(models.Model):
     updated_ms = models.BigIntegerField(default=-1)
     version = models.BigIntegerField(default=0)  # compare-and-set by coordinators
     coordinator_epoch = models.IntegerField(default=0)  # bumped by each takeover
+    # Transactions V2: the producer id to move to once the transaction is complete (its
+    # epoch ran out), and afterwards the one it moved from.
+    next_producer_id = models.BigIntegerField(default=-1)
+    previous_producer_id = models.BigIntegerField(default=-1)
 
     class Meta:
         constraints = [

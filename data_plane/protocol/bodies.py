@@ -973,7 +973,7 @@ class AddOffsetsToTxnResponse(TypedDict, total=False):
 
 
 class EndTxnRequest(TypedDict):
-    """EndTxn request (API key 26), v0-4."""
+    """EndTxn request (API key 26), v0-5."""
 
     transactional_id: str
     producer_id: int
@@ -982,10 +982,12 @@ class EndTxnRequest(TypedDict):
 
 
 class EndTxnResponse(TypedDict, total=False):
-    """EndTxn response (API key 26), v0-4."""
+    """EndTxn response (API key 26), v0-5."""
 
     throttle_time_ms: int
     error_code: int
+    producer_id: int  # v5+, default -1
+    producer_epoch: int  # v5+, default -1
 
 
 class WriteTxnMarkersRequestTopics(TypedDict):

@@ -258,21 +258,26 @@ FOOTER = """
   ListOffsets v2+ at read_committed answers LATEST with the last stable offset. Without
   transactions in a partition the two are the same.
 - **Transactions** (KIP-98) are served: FindCoordinator key type 1, InitProducerId with
-  a transactional id, AddPartitionsToTxn v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn
-  v0-4, WriteTxnMarkers (brokers only), DescribeTransactions and ListTransactions. Not
-  yet: transactions V2 (KIP-890 part 2: EndTxn v5 and the `transaction.version` feature;
-  clients use V1 when the broker does not finalize it) and AddPartitionsToTxn v4-5 (the
-  brokers' verification requests; leaders here verify against the metadata store
-  instead). A Produce with transactional batches needs the request's transactional id
-  with Write on it (else `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, 53), and the
-  producer's first batch in a partition in each transaction is checked against the
-  coordinator's stored state (KIP-890 part 1): a partition not added to a transaction
-  in progress is refused with `INVALID_TXN_STATE` (48), an older epoch with
-  `INVALID_PRODUCER_EPOCH` (47), and nothing is stored. A control batch from a client is
-  refused with `INVALID_RECORD` (87), as Kafka refuses it: only markers from a
-  transaction coordinator are written. OffsetFetch v7+ with `require_stable` answers
-  `UNSTABLE_OFFSET_COMMIT` (88) for a partition whose offsets a transaction not yet
-  decided holds.
+  a transactional id, AddPartitionsToTxn v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
+  WriteTxnMarkers (brokers only), DescribeTransactions and ListTransactions. EndTxn v5
+  (KIP-890 part 2) bumps the producer epoch with every decision, writes the markers at
+  the new epoch and answers the producer id and epoch of the next transaction (a new
+  producer id at epoch 0 once the epoch runs out); retries at the old epoch are answered
+  as Kafka answers them. Not yet: the rest of transactions V2 (the `transaction.version`
+  feature is not advertised, so clients use V1; Produce v12 and TxnOffsetCommit v5,
+  which add partitions and groups to the transaction without AddPartitionsToTxn and
+  AddOffsetsToTxn, are not served) and AddPartitionsToTxn v4-5 (the brokers'
+  verification requests; leaders here verify against the metadata store instead). A
+  Produce with transactional batches needs the request's transactional id with Write on
+  it (else `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, 53), and the producer's first batch
+  in a partition in each transaction is checked against the coordinator's stored state
+  (KIP-890 part 1): a partition not in a transaction in progress is refused with
+  `TRANSACTION_ABORTABLE` (120, Produce v11) or `INVALID_TXN_STATE` (48, before v11),
+  another epoch with `INVALID_PRODUCER_EPOCH` (47), and nothing is stored. A control
+  batch from a client is refused with `INVALID_RECORD` (87), as Kafka refuses it: only
+  markers from a transaction coordinator are written. OffsetFetch v7+ with
+  `require_stable` answers `UNSTABLE_OFFSET_COMMIT` (88) for a partition whose offsets a
+  transaction not yet decided holds.
 
 ## Clients tested
 

@@ -396,6 +396,87 @@ class TransactionCoordinator:
                 await asyncio.wait_for(asyncio.shield(completing), self.end_wait_s)
         return E.NONE
 
+    async def end_txn_v2(
+        self, tenant_id: int, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> tuple[int, int, int]:
+        """EndTxn v5, transactions V2 (KIP-890 part 2): (error, producer id, epoch).
+
+        Every decision bumps the epoch, durably with PrepareCommit/PrepareAbort, and the
+        markers carry the bumped epoch, so a partition takes no late batch of the ended
+        transaction (its epoch is older) and the next transaction starts at sequence 0.
+        The answer names the producer id and epoch of the next transaction: the bumped
+        epoch, or a new producer id at epoch 0 once the epoch would pass
+        ``MAX_PRODUCER_EPOCH``. A retry at the epoch before the bump is answered as the
+        first request was (NONE with the same id and epoch once complete,
+        CONCURRENT_TRANSACTIONS while its markers are written); an abort at the current
+        epoch with no transaction in progress bumps the epoch too (nothing to mark).
+        """
+        key = (tenant_id, transactional_id)
+        none = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        async with self._lock(key):
+            txn = await self._get(key)
+            if txn is None or txn.state is TxnState.DEAD:
+                return (E.INVALID_PRODUCER_ID_MAPPING, *none)
+            state = txn.state
+            retry_after_bump = txn.producer_id == producer_id and epoch == txn.producer_epoch - 1
+            retry_after_new_id = (
+                txn.previous_producer_id == producer_id
+                and epoch == MAX_PRODUCER_EPOCH
+                and txn.producer_epoch == 0
+            )
+            if txn.producer_id != producer_id and not retry_after_new_id:
+                return (E.INVALID_PRODUCER_ID_MAPPING, *none)
+            if state is TxnState.PREPARE_EPOCH_FENCE:
+                return (E.CONCURRENT_TRANSACTIONS, *none)
+            current = epoch == txn.producer_epoch
+            if state in (TxnState.ONGOING, TxnState.EMPTY):
+                valid = current
+            elif state.preparing:
+                valid = retry_after_bump
+            else:  # CompleteCommit / CompleteAbort
+                valid = retry_after_bump or retry_after_new_id or current
+            if not valid:
+                return (E.PRODUCER_FENCED, *none)
+            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            if state.preparing:
+                return (
+                    E.CONCURRENT_TRANSACTIONS if state is preparing else E.INVALID_TXN_STATE,
+                    *none,
+                )
+            if state.complete and not current:  # a retry of the EndTxn that ended it
+                if state is done:
+                    return E.NONE, txn.producer_id, txn.producer_epoch
+                return (E.INVALID_TXN_STATE, *none)
+            if state is not TxnState.ONGOING and commit:
+                return (E.INVALID_TXN_STATE, *none)  # nothing to commit
+            now = self.clock()
+            if txn.producer_epoch >= MAX_PRODUCER_EPOCH:
+                # The markers go at the last epoch; the next transaction gets a new id.
+                fresh = await self._call(self.store.allocate_producer_ids, 1)
+                changes: dict[str, Any] = {
+                    "producer_epoch": MAX_PRODUCER_EPOCH + 1,
+                    "next_producer_id": fresh,
+                }
+            else:
+                changes = {"producer_epoch": txn.producer_epoch + 1}
+            if state is not TxnState.ONGOING:
+                changes.update(partitions=frozenset(), groups=frozenset(), start_ms=now)
+            decided = await self._save(
+                txn.to(preparing, now, last_producer_epoch=txn.producer_epoch, **changes)
+            )
+            self._resume(decided)
+            completing = self._completing.get(key)
+            answer = (
+                (E.NONE, decided.next_producer_id, 0)
+                if decided.next_producer_id >= 0
+                else (E.NONE, decided.producer_id, decided.producer_epoch)
+            )
+        if completing is not None and self.end_wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(completing), self.end_wait_s)
+        return answer
+
     async def _prepare(self, txn: TxnMetadata, *, commit: bool, now: int, bump: bool) -> None:
         """Write PrepareCommit/PrepareAbort (at a bumped epoch when fencing), then complete
         in the background (:meth:`_complete`)."""
@@ -460,10 +541,23 @@ class TransactionCoordinator:
             # ``current`` may be a later version of the same decision (this coordinator
             # gave the id up and took it over again while the markers were written).
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            moved: dict[str, Any] = {}
+            if current.next_producer_id >= 0:  # transactions V2: the epoch ran out
+                moved = {
+                    "producer_id": current.next_producer_id,
+                    "producer_epoch": 0,
+                    "previous_producer_id": current.producer_id,
+                    "next_producer_id": NO_PRODUCER_ID,
+                }
             try:
                 await self._save(
                     current.to(
-                        done, self.clock(), partitions=frozenset(), groups=frozenset(), start_ms=-1
+                        done,
+                        self.clock(),
+                        partitions=frozenset(),
+                        groups=frozenset(),
+                        start_ms=-1,
+                        **moved,
                     )
                 )
             except NotCoordinator:

@@ -12,7 +12,9 @@ state                         may follow
 Empty                         Empty, CompleteCommit, CompleteAbort
 Ongoing                       Ongoing, Empty, CompleteCommit, CompleteAbort
 PrepareCommit                 Ongoing
-PrepareAbort                  Ongoing, PrepareEpochFence
+PrepareAbort                  Ongoing, PrepareEpochFence, and (transactions V2: an
+                              abort with nothing to abort) Empty, CompleteCommit,
+                              CompleteAbort
 CompleteCommit                PrepareCommit
 CompleteAbort                 PrepareAbort
 Dead                          Empty, CompleteCommit, CompleteAbort
@@ -69,7 +71,9 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    _S.PREPARE_ABORT: frozenset(
+        {_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}
+    ),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
@@ -110,6 +114,11 @@ class TxnMetadata:
     # markers carry it, and a partition refuses markers from an older one (Kafka's
     # coordinator epoch, TRANSACTION_COORDINATOR_FENCED).
     coordinator_epoch: int = 0
+    # Transactions V2 (KIP-890 part 2), when the epoch bumped at the end of a transaction
+    # would pass MAX_PRODUCER_EPOCH: the producer id the id moves to once the transaction
+    # is complete, and after that the one it moved from (a retried EndTxn names it).
+    next_producer_id: int = NO_PRODUCER_ID
+    previous_producer_id: int = NO_PRODUCER_ID
 
     def to(self, state: TxnState, now_ms: int, **changes: object) -> TxnMetadata:
         """This metadata in ``state`` with ``changes`` applied, at ``now_ms``."""

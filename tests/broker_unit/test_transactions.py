@@ -27,7 +27,7 @@ from data_plane.protocol.messages import (
     txn_offset_commit,
     write_txn_markers,
 )
-from data_plane.records.batch import iter_batches
+from data_plane.records.batch import iter_batches, read_header
 from tests.broker_unit.test_handlers import principal_of, world  # noqa: F401 (fixture)
 from tests.log.test_transactions import txn
 
@@ -428,5 +428,46 @@ def test_only_brokers_write_markers_and_find_coordinator_needs_describe(world): 
             services, app, find_coordinator.KEY, 3, {"key": "pay-tx", "key_type": 1}
         )
         assert (found["error_code"], found["node_id"]) == (E.NONE, 1)
+
+    asyncio.run(go())
+
+
+def test_end_txn_v5_bumps_the_epoch_and_the_partition_fences_the_old_one(world):  # noqa: F811
+    """Transactions V2's EndTxn (v5): the answer names the bumped epoch, the marker carries
+    it, so the partition refuses a late batch at the old epoch and takes the next
+    transaction's first batch at the new epoch from sequence 0."""
+    _store, node, services, acme, app = _setup(world)
+
+    async def go():
+        pid, epoch = await _init(services, app)
+        assert await _add(services, app, pid, epoch, {"payments": [0]}) == {("payments", 0): E.NONE}
+        assert (await _produce(services, app, 0, txn(pid, 0, epoch=epoch)))["error_code"] == 0
+        body = {
+            "transactional_id": "pay-tx",
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "committed": True,
+        }
+        answer = await acall(services, app, end_txn.KEY, 5, body)
+        assert (answer["error_code"], answer["producer_id"], answer["producer_epoch"]) == (
+            E.NONE,
+            pid,
+            epoch + 1,
+        )
+        await services.transactions.wait_completed(acme, "pay-tx")
+        control, raw = _last_batch(_log(node, services, acme))
+        assert control and read_header(raw).producer_epoch == epoch + 1
+        # A late batch of the ended transaction: fenced by the marker's epoch.
+        late = await _produce(services, app, 0, txn(pid, 2, epoch=epoch))
+        assert late["error_code"] == E.INVALID_PRODUCER_EPOCH
+        # The next transaction, at the new epoch, from sequence 0.
+        assert await _add(services, app, pid, epoch + 1, {"payments": [0]}) == {
+            ("payments", 0): E.NONE
+        }
+        nxt = await _produce(services, app, 0, txn(pid, 0, epoch=epoch + 1))
+        assert nxt["error_code"] == E.NONE
+        # Once the next transaction has begun, the old epoch is fenced.
+        again = await acall(services, app, end_txn.KEY, 5, body)
+        assert again["error_code"] == E.PRODUCER_FENCED
 
     asyncio.run(go())

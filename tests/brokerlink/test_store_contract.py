@@ -834,6 +834,8 @@ def test_transaction_state_is_saved_loaded_and_kept_per_tenant(world: World) -> 
         start_ms=9,
         version=1,
         coordinator_epoch=7,  # a coordinator took it over
+        next_producer_id=4300,  # transactions V2: its epoch ran out
+        previous_producer_id=3999,
     )
     assert store.save_transaction(ongoing)  # replaces the id's state
     assert store.load_transaction(a, "orders-tx") == ongoing

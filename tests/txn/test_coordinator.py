@@ -319,6 +319,83 @@ def test_a_coordinator_that_takes_an_id_back_while_writing_markers_completes_it(
     run(go())
 
 
+def test_transactions_v2_bump_the_epoch_with_every_decision():
+    """EndTxn v5 (KIP-890 part 2), as Kafka's coordinator answers it: the decision bumps
+    the epoch (the markers carry the new one), the answer names the next transaction's
+    id and epoch, retries at the old epoch are answered as the first request was."""
+
+    async def go():
+        c, store, markers, _ = make()
+        _, pid, epoch = await c.init_producer_id(TENANT, "t", 60_000)
+        await c.add_partitions(TENANT, "t", pid, epoch, [P0, P1])
+        markers.gate.clear()
+        assert await c.end_txn_v2(TENANT, "t", pid, epoch, True) == (E.NONE, pid, epoch + 1)
+        stored = store.rows[(TENANT, "t")]
+        assert (stored.state, stored.producer_epoch) == (TxnState.PREPARE_COMMIT, epoch + 1)
+        # A retry while the markers are written; the opposite decision; a zombie.
+        assert (await c.end_txn_v2(TENANT, "t", pid, epoch, True))[0] == E.CONCURRENT_TRANSACTIONS
+        assert (await c.end_txn_v2(TENANT, "t", pid, epoch, False))[0] == E.INVALID_TXN_STATE
+        assert (await c.end_txn_v2(TENANT, "t", pid, epoch - 1, True))[0] == E.PRODUCER_FENCED
+        markers.gate.set()
+        await c.wait_completed(TENANT, "t")
+        assert markers.written[-1] == ("t", pid, epoch + 1, True, frozenset({P0, P1}))
+        assert store.rows[(TENANT, "t")].state is TxnState.COMPLETE_COMMIT
+        # The retry of the commit, once complete: answered as the first one was.
+        assert await c.end_txn_v2(TENANT, "t", pid, epoch, True) == (E.NONE, pid, epoch + 1)
+        assert (await c.end_txn_v2(TENANT, "t", pid, epoch, False))[0] == E.INVALID_TXN_STATE
+        # Nothing to commit at the current epoch; an abort with nothing open bumps it.
+        new = epoch + 1
+        assert (await c.end_txn_v2(TENANT, "t", pid, new, True))[0] == E.INVALID_TXN_STATE
+        assert await c.end_txn_v2(TENANT, "t", pid, new, False) == (E.NONE, pid, new + 1)
+        await c.wait_completed(TENANT, "t")
+        assert markers.written[-1] == ("t", pid, new + 1, False, frozenset())
+        # The next transaction runs at the epoch the answer named.
+        assert await c.add_partitions(TENANT, "t", pid, new + 1, [P0]) == E.NONE
+        assert await c.add_partitions(TENANT, "t", pid, epoch, [P0]) == E.PRODUCER_FENCED
+        assert await c.end_txn_v2(TENANT, "u", pid, 0, True) == (
+            E.INVALID_PRODUCER_ID_MAPPING,
+            -1,
+            -1,
+        )
+
+    run(go())
+
+
+def test_transactions_v2_move_to_a_new_producer_id_when_the_epoch_runs_out():
+    async def go():
+        store = Store()
+        last = TxnMetadata(
+            TENANT,
+            "t",
+            77,
+            MAX_PRODUCER_EPOCH,
+            MAX_PRODUCER_EPOCH - 1,
+            60_000,
+            TxnState.ONGOING,
+            frozenset({P0}),
+            start_ms=1,
+        )
+        store.rows[(TENANT, "t")] = last
+        c, _, markers, _ = make(store)
+        error, fresh, epoch = await c.end_txn_v2(TENANT, "t", 77, MAX_PRODUCER_EPOCH, True)
+        assert error == E.NONE and fresh != 77 and epoch == 0
+        await c.wait_completed(TENANT, "t")
+        # The markers at the old id and the last epoch; then the id moves.
+        assert markers.written == [("t", 77, MAX_PRODUCER_EPOCH + 1, True, frozenset({P0}))]
+        done = store.rows[(TENANT, "t")]
+        assert (done.producer_id, done.producer_epoch, done.previous_producer_id) == (
+            fresh,
+            0,
+            77,
+        )
+        assert done.next_producer_id == -1
+        # A retry from before the move is answered with the new id.
+        assert await c.end_txn_v2(TENANT, "t", 77, MAX_PRODUCER_EPOCH, True) == (E.NONE, fresh, 0)
+        assert await c.add_partitions(TENANT, "t", fresh, 0, [P0]) == E.NONE
+
+    run(go())
+
+
 def test_the_state_table_refuses_what_kafka_refuses():
     txn = TxnMetadata(TENANT, "t", 1, 0, -1, 60_000, TxnState.EMPTY)
     with pytest.raises(IllegalTransition):

@@ -321,23 +321,37 @@ async def _check_member(ctx: RequestContext, req: bodies.TxnOffsetCommitRequest)
 
 
 async def handle_end_txn(ctx: RequestContext, req: bodies.EndTxnRequest) -> bodies.EndTxnResponse:
+    """EndTxn; v5 is transactions V2 (KIP-890 part 2): the epoch is bumped with every
+    decision and the answer names the producer id and epoch of the next transaction. As
+    in Kafka the request's version decides, not the advertised transaction.version."""
     transactional_id = req["transactional_id"]
     error: int | None = txn_check(ctx, transactional_id)
+    producer_id, epoch = -1, -1
     if error is None:
+        args = (
+            ctx.principal.tenant_id,
+            transactional_id,
+            req["producer_id"],
+            req["producer_epoch"],
+            req["committed"],
+        )
         try:
-            error = await _coordinator(ctx).end_txn(
-                ctx.principal.tenant_id,
-                transactional_id,
-                req["producer_id"],
-                req["producer_epoch"],
-                req["committed"],
-            )
+            if ctx.version >= TRANSACTIONS_V2_FROM[end_txn_api.KEY]:
+                error, producer_id, epoch = await _coordinator(ctx).end_txn_v2(*args)
+            else:
+                error = await _coordinator(ctx).end_txn(*args)
         except NotCoordinator:
-            error = E.NOT_COORDINATOR
+            error, producer_id, epoch = E.NOT_COORDINATOR, -1, -1
     return {
         "throttle_time_ms": 0,
         "error_code": _fenced(ctx, end_txn_api.KEY, error or E.NONE),
+        "producer_id": producer_id,
+        "producer_epoch": epoch,
     }
+
+
+# The first version of each API that is transactions V2 (KIP-890 part 2).
+TRANSACTIONS_V2_FROM = {end_txn_api.KEY: 5}
 
 
 # --- WriteTxnMarkers (between brokers) -----------------------------------------------------

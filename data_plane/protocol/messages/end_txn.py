@@ -9,9 +9,9 @@ from data_plane.protocol.types import BOOL, INT16, INT32, INT64, STRING
 KEY = 26
 VALID = (0, 5)
 FLEXIBLE = (3, None)
-# Served 0-4: v5 is transactions V2 (KIP-890 part 2), which clients use only when
-# the broker finalizes the transaction.version feature at 2; not yet.
-SERVED = (0, 4)
+# v5 is transactions V2 (KIP-890 part 2). Clients send it only when the broker finalizes
+# the transaction.version feature at 2, which Millrace does not advertise yet (Produce v12
+# and TxnOffsetCommit v5, which add partitions and groups implicitly, are not served).
 
 REQUEST = message(
     KEY,
