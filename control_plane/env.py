@@ -33,7 +33,9 @@ def envbool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false/1/0), got {value!r}")
 
 
-def envint(name: str, default: int, *, minimum: int | None = None) -> int:
+def envint(
+    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     value = os.environ.get(name)
     if value is None or value.strip() == "":
         return default
@@ -43,6 +45,8 @@ def envint(name: str, default: int, *, minimum: int | None = None) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
     if minimum is not None and parsed < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {parsed}")
+    if maximum is not None and parsed > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {parsed}")
     return parsed
 
 

@@ -366,6 +366,10 @@ MILLRACE_TRANSACTION_MAX_TIMEOUT_MS = envint(
 MILLRACE_TRANSACTION_ABORT_CHECK_INTERVAL_MS = envint(
     "MILLRACE_TRANSACTION_ABORT_CHECK_INTERVAL_MS", 10_000, minimum=10
 )
+# The transaction.version feature brokers finalize (Kafka 4's): 2 is transactions V2
+# (KIP-890 part 2: an epoch bump per transaction, partitions and groups added by the
+# brokers), which clients that know it use; 0 or 1 keeps every client on V1.
+MILLRACE_TRANSACTION_VERSION = envint("MILLRACE_TRANSACTION_VERSION", 2, minimum=0, maximum=2)
 # Consumer groups, with Kafka's names and defaults (group.*, offsets.retention.minutes).
 MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS = envint(
     "MILLRACE_GROUP_MIN_SESSION_TIMEOUT_MS", 6_000, minimum=1

@@ -36,6 +36,8 @@ class BrokerConfig:
     # transaction.abort.timed.out.transaction.cleanup.interval.ms).
     transaction_max_timeout_ms: int = 900_000
     transaction_abort_check_seconds: float = 10.0
+    # The finalized transaction.version feature (2: transactions V2, KIP-890 part 2).
+    transaction_version: int = 2
     extra_log_settings: dict[str, Any] = field(default_factory=dict)
     groups: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     # Kafka's group.coordinator.rebalance.protocols: "consumer" serves KIP-848 groups.

@@ -51,6 +51,7 @@ R = TypeVar("R")
 
 PRE_AUTH_MAX_BYTES = 512 * 1024
 # ApiVersions, SaslHandshake, SaslAuthenticate
+TRANSACTION_VERSION = "transaction.version"
 PRE_AUTH_APIS = frozenset({api_versions.KEY, sasl_handshake.KEY, sasl_authenticate.KEY})
 # ConsumerGroupHeartbeat, ConsumerGroupDescribe: advertised only with the consumer protocol.
 CONSUMER_PROTOCOL_APIS = frozenset({consumer_group_heartbeat.KEY, consumer_group_describe.KEY})
@@ -73,6 +74,9 @@ class ConnectionHost(Protocol):
 
     @property
     def metrics(self) -> BrokerMetrics: ...
+
+    @property
+    def features_epoch(self) -> int: ...
 
     def auth_failure_delay(self, host: str) -> float: ...
 
@@ -271,7 +275,7 @@ class Connection:
             if request.version >= 3:
                 asked = request.body_as(bodies.ApiVersionsRequest)
                 self.software = (asked["client_software_name"], asked["client_software_version"])
-            body = self._api_versions()
+            body = self._api_versions(request.version)
         elif key == sasl_handshake.KEY:
             body = self._sasl_handshake(request)
         elif key == sasl_authenticate.KEY:
@@ -339,7 +343,7 @@ class Connection:
             self.writer.write(b"".join(pending))
         await self.writer.drain()
 
-    def _api_versions(self) -> bodies.ApiVersionsResponse:
+    def _api_versions(self, version: int) -> bodies.ApiVersionsResponse:
         from data_plane.protocol.requests import supported_api_versions
 
         # supported_api_versions() gives plain dicts of exactly these three fields.
@@ -352,10 +356,29 @@ class Connection:
             for v in supported_api_versions()
             if v["api_key"] not in self._unserved_apis()
         ]
-        # v4 (KAFKA-17011) only lets supported_features carry a min_version of 0 (below v4
-        # Kafka sends such a feature with min_version 1); Millrace advertises no features
-        # (no finalized ones either), so every version gets the same answer.
-        return {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
+        answer: bodies.ApiVersionsResponse = {
+            "error_code": 0,
+            "api_keys": api_keys,
+            "throttle_time_ms": 0,
+        }
+        # transaction.version (Kafka 4): supported 0-2, finalized at the configured level
+        # (2: transactions V2, KIP-890 part 2). A feature whose minimum is 0 is listed only
+        # from ApiVersions v4 (KAFKA-17011); a level of 0 is not listed as finalized.
+        level = self.broker.config.transaction_version if version >= 3 else 0
+        if version >= 4:
+            answer["supported_features"] = [
+                {"name": TRANSACTION_VERSION, "min_version": 0, "max_version": 2}
+            ]
+        if version >= 3 and level > 0:
+            answer["finalized_features_epoch"] = self.broker.features_epoch
+            answer["finalized_features"] = [
+                {
+                    "name": TRANSACTION_VERSION,
+                    "max_version_level": level,
+                    "min_version_level": level,
+                }
+            ]
+        return answer
 
     def _unserved_apis(self) -> frozenset[int]:
         """APIs this broker knows but does not serve as configured: KIP-848's unless the

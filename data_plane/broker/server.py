@@ -49,6 +49,7 @@ from data_plane.broker.metrics import BrokerMetrics, BrokerState, HealthServer
 from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
 from data_plane.broker.txn_markers import BrokerMarkerWriter
+from data_plane.broker.txn_router import TransactionRouter
 from data_plane.groups.consumer_group import ConsumerGroupCoordinator
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.log.config import LogConfig
@@ -127,6 +128,15 @@ class Broker:
             max_timeout_ms=config.transaction_max_timeout_ms,
             end_wait_s=END_TXN_WAIT_S,
         )
+        # The finalized features' epoch: clients keep the features of the broker with the
+        # highest (the start time: a restart with another level is seen as newer).
+        self.features_epoch = int(time.time() * 1000)
+        self.txn_router = TransactionRouter(
+            config.broker_id,
+            self.transaction_coordinator_for,
+            self.transactions,
+            config.internal_password,
+        )
         # What handlers may use: narrow views of this broker and its services.
         self.services = Services(
             metadata=self,
@@ -141,6 +151,7 @@ class Broker:
             metrics=self.metrics,
             transactions=self.transactions,
             consumer_protocol="consumer" in config.group_protocols,
+            txn_router=self.txn_router,
         )
         self.metrics.info.labels(str(config.broker_id)).set(1)
         self.metrics.watch(self.gauge_state)
@@ -395,6 +406,7 @@ class Broker:
         self.groups.close()
         self.consumer_groups.close()
         await asyncio.to_thread(self.txn_markers.close)
+        await asyncio.to_thread(self.txn_router.close)
         await self.groups.flush()
         await self.consumer_groups.flush()
         with contextlib.suppress(Exception):  # the last counts: best effort, as on a crash

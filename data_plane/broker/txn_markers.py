@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from data_plane import internal_auth
-from data_plane.client.connection import Connection, KafkaClientError
+from data_plane.broker.peers import PeerClient
 from data_plane.log.transactions import ControlType, control_batch
 from data_plane.metadata.model import MetadataSnapshot, TopicInfo
 from data_plane.protocol import bodies
@@ -65,10 +63,8 @@ class BrokerMarkerWriter:
         self.broker_id = broker_id
         self._snapshot = snapshot
         self._replicas = replicas
-        self._password = internal_password
+        self._peers = PeerClient(broker_id, internal_password, "millrace-txn-markers")
         self._refresh = refresh  # refreshes the metadata (a coroutine function)
-        self._conns: dict[int, tuple[tuple[str, int], Connection]] = {}
-        self._conn_locks: dict[int, threading.Lock] = defaultdict(threading.Lock)
 
     async def write_markers(self, txn: TxnMetadata, commit: bool) -> None:
         pending = set(txn.partitions)
@@ -168,18 +164,14 @@ class BrokerMarkerWriter:
                 }
             ]
         }
-        with self._conn_locks[leader]:
-            try:
-                conn = self._connection(leader, address)
-                answer = conn.request(
-                    write_txn_markers.KEY,
-                    WRITE_TXN_MARKERS_VERSION,
-                    body,
-                    bodies.WriteTxnMarkersResponse,
-                )
-            except (KafkaClientError, OSError):
-                self._drop(leader)
-                raise
+        answer = self._peers.request(
+            leader,
+            address,
+            write_txn_markers.KEY,
+            WRITE_TXN_MARKERS_VERSION,
+            body,
+            bodies.WriteTxnMarkersResponse,
+        )
         done = set()
         for marker in answer["markers"]:
             for t in marker["topics"]:
@@ -192,31 +184,8 @@ class BrokerMarkerWriter:
                         done.add(TxnPartition(t["name"], result["partition_index"]))
         return done
 
-    def _connection(self, leader: int, address: tuple[str, int]) -> Connection:
-        held = self._conns.get(leader)
-        if held is not None and held[0] == address:
-            return held[1]
-        self._drop(leader)
-        conn = Connection(
-            *address, client_id=f"millrace-txn-markers-{self.broker_id}", timeout=40.0
-        )
-        try:
-            conn.authenticate(internal_auth.MECHANISM, internal_auth.BROKER_USER, self._password)
-        except BaseException:
-            conn.close()
-            raise
-        self._conns[leader] = (address, conn)
-        return conn
-
-    def _drop(self, leader: int) -> None:
-        held = self._conns.pop(leader, None)
-        if held is not None:
-            held[1].close()
-
     def close(self) -> None:
-        for leader in list(self._conns):
-            with self._conn_locks[leader]:
-                self._drop(leader)
+        self._peers.close()
 
 
 def marker_batch(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int) -> bytes:

@@ -29,7 +29,7 @@ class ProduceRequestTopicData(TypedDict):
 
 
 class ProduceRequest(TypedDict):
-    """Produce request (API key 0), v0-11."""
+    """Produce request (API key 0), v0-12."""
 
     transactional_id: NotRequired[str | None]  # v3+
     acks: int
@@ -81,7 +81,7 @@ class ProduceResponseNodeEndpoints(TypedDict, total=False):
 
 
 class ProduceResponse(TypedDict, total=False):
-    """Produce response (API key 0), v0-11."""
+    """Produce response (API key 0), v0-12."""
 
     responses: list[ProduceResponseResponses]
     throttle_time_ms: int  # v1+
@@ -919,6 +919,23 @@ class OffsetForLeaderEpochResponse(TypedDict, total=False):
     topics: list[OffsetForLeaderEpochResponseTopics]
 
 
+class AddPartitionsToTxnRequestTopics(TypedDict):
+    """An element of ``AddPartitionsToTxnRequestTransactions.topics``."""
+
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequestTransactions(TypedDict):
+    """An element of ``AddPartitionsToTxnRequest.transactions``."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: list[AddPartitionsToTxnRequestTopics]
+
+
 class AddPartitionsToTxnRequestV3AndBelowTopics(TypedDict):
     """An element of ``AddPartitionsToTxnRequest.v3_and_below_topics``."""
 
@@ -927,15 +944,41 @@ class AddPartitionsToTxnRequestV3AndBelowTopics(TypedDict):
 
 
 class AddPartitionsToTxnRequest(TypedDict):
-    """AddPartitionsToTxn request (API key 24), v0-3."""
+    """AddPartitionsToTxn request (API key 24), v0-5."""
 
-    v3_and_below_transactional_id: str
-    v3_and_below_producer_id: int
-    v3_and_below_producer_epoch: int
-    v3_and_below_topics: list[AddPartitionsToTxnRequestV3AndBelowTopics]
+    transactions: NotRequired[list[AddPartitionsToTxnRequestTransactions]]  # v4+
+    v3_and_below_transactional_id: NotRequired[str]  # v0-3
+    v3_and_below_producer_id: NotRequired[int]  # v0-3
+    v3_and_below_producer_epoch: NotRequired[int]  # v0-3
+    v3_and_below_topics: NotRequired[list[AddPartitionsToTxnRequestV3AndBelowTopics]]  # v0-3
 
 
-class AddPartitionsToTxnResponseResultsByPartition(TypedDict, total=False):
+class AddPartitionsToTxnResponseResultsByTransactionTopicResultsResultsByPartition(
+    TypedDict, total=False
+):
+    """An element of ``AddPartitionsToTxnResponseTopicResults.results_by_partition``."""
+
+    partition_index: int
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseTopicResults(TypedDict, total=False):
+    """An element of ``AddPartitionsToTxnResponseResultsByTransaction.topic_results``."""
+
+    name: str
+    results_by_partition: list[
+        AddPartitionsToTxnResponseResultsByTransactionTopicResultsResultsByPartition
+    ]
+
+
+class AddPartitionsToTxnResponseResultsByTransaction(TypedDict, total=False):
+    """An element of ``AddPartitionsToTxnResponse.results_by_transaction``."""
+
+    transactional_id: str
+    topic_results: list[AddPartitionsToTxnResponseTopicResults]
+
+
+class AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition(TypedDict, total=False):
     """An element of ``AddPartitionsToTxnResponseResultsByTopicV3AndBelow.results_by_partition``."""
 
     partition_index: int
@@ -946,14 +989,16 @@ class AddPartitionsToTxnResponseResultsByTopicV3AndBelow(TypedDict, total=False)
     """An element of ``AddPartitionsToTxnResponse.results_by_topic_v3_and_below``."""
 
     name: str
-    results_by_partition: list[AddPartitionsToTxnResponseResultsByPartition]
+    results_by_partition: list[AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition]
 
 
 class AddPartitionsToTxnResponse(TypedDict, total=False):
-    """AddPartitionsToTxn response (API key 24), v0-3."""
+    """AddPartitionsToTxn response (API key 24), v0-5."""
 
     throttle_time_ms: int
-    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponseResultsByTopicV3AndBelow]
+    error_code: int  # v4+
+    results_by_transaction: list[AddPartitionsToTxnResponseResultsByTransaction]  # v4+
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponseResultsByTopicV3AndBelow]  # v0-3
 
 
 class AddOffsetsToTxnRequest(TypedDict):

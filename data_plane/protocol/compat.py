@@ -162,8 +162,10 @@ FOOTER = """
 - **DescribeCluster** v2's `include_fenced_brokers` (KIP-1073) adds the registered
   brokers that are not live (fenced by the controller, stopped, or with a lapsed lease)
   with `is_fenced` true; live brokers are never fenced.
-- **ApiVersions** v4 differs from v3 only for features with a minimum version 0
-  (KAFKA-17011); no features are advertised, so every version gets the same answer.
+- **ApiVersions** advertises one feature, `transaction.version` (Kafka 4's):
+  finalized at `MILLRACE_TRANSACTION_VERSION` (2 by default: transactions V2) from v3,
+  and supported 0-2 from v4 only, since a feature with a minimum version 0 is left out
+  below v4 (KAFKA-17011).
 - **FindCoordinator** key type 2 (share groups, KIP-932): there are no share groups, so
   it answers as Kafka without a share coordinator: `INVALID_REQUEST` (42) below v6 and
   to brokers, `CLUSTER_AUTHORIZATION_FAILED` (31) to tenants from v6 (Kafka checks
@@ -175,7 +177,8 @@ FOOTER = """
   producer's transaction in progress is answered `TRANSACTION_ABORTABLE` (120; before v11
   `INVALID_TXN_STATE`, 48), and one whose transaction is being completed
   `NOT_ENOUGH_REPLICAS` (19, retriable), as Kafka's leaders answer after verification.
-  v12 (transactions V2: the produce adds its partition) is not served.
+  v12 is transactions V2: the leader adds the partition to the producer's transaction
+  (see Transactions below).
 - **DescribeGroups** v6 (KIP-1043): a group that does not exist answers
   `GROUP_ID_NOT_FOUND` (69), "Group <id> not found.", still Dead with no members (before
   v6 it is an empty Dead group without an error, as in Kafka); every error a group is
@@ -258,18 +261,22 @@ FOOTER = """
   ListOffsets v2+ at read_committed answers LATEST with the last stable offset. Without
   transactions in a partition the two are the same.
 - **Transactions** (KIP-98) are served: FindCoordinator key type 1, InitProducerId with
-  a transactional id, AddPartitionsToTxn v0-3, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
-  WriteTxnMarkers (brokers only), DescribeTransactions and ListTransactions. EndTxn v5
-  (KIP-890 part 2) bumps the producer epoch with every decision, writes the markers at
-  the new epoch and answers the producer id and epoch of the next transaction (a new
-  producer id at epoch 0 once the epoch runs out); retries at the old epoch are answered
-  as Kafka answers them. Not yet: the rest of transactions V2 (the `transaction.version`
-  feature is not advertised, so clients use V1; Produce v12 and TxnOffsetCommit v5,
-  which add partitions and groups to the transaction without AddPartitionsToTxn and
-  AddOffsetsToTxn, are not served) and AddPartitionsToTxn v4-5 (the brokers'
-  verification requests; leaders here verify against the metadata store instead). A
-  Produce with transactional batches needs the request's transactional id with Write on
-  it (else `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, 53), and the producer's first batch
+  a transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
+  WriteTxnMarkers (brokers only), DescribeTransactions and ListTransactions, and
+  transactions V2 (KIP-890 part 2, with `transaction.version` finalized at 2): EndTxn v5
+  bumps the producer epoch with every decision, writes the markers at the new epoch and
+  answers the producer id and epoch of the next transaction (a new producer id at epoch
+  0 once the epoch runs out; retries at the old epoch answered as Kafka answers them);
+  Produce v12's leader adds the partition of a producer's first batch to its transaction
+  and TxnOffsetCommit v5's group coordinator adds the group, so the client sends neither
+  AddPartitionsToTxn nor AddOffsetsToTxn. Between brokers these adds are
+  AddPartitionsToTxn v5 (brokers only, `verify_only` false) and AddOffsetsToTxn, with a
+  transactional id named `<tenant>/<id>` and topics by id; a coordinator still writing
+  the previous transaction's markers is asked again every 20 ms for 100 ms, as Kafka's
+  leaders do. Transactions V2 is tested over raw sockets as Kafka 4's Java client speaks
+  it (no client in the test suite implements it). A Produce with transactional batches
+  needs the request's transactional id with Write on it (else
+  `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, 53), and before v12 the producer's first batch
   in a partition in each transaction is checked against the coordinator's stored state
   (KIP-890 part 1): a partition not in a transaction in progress is refused with
   `TRANSACTION_ABORTABLE` (120, Produce v11) or `INVALID_TXN_STATE` (48, before v11),

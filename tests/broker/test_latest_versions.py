@@ -35,13 +35,20 @@ def test_api_versions_at_every_version(kafka, version):
     assert ranges[LIST_OFFSETS] == (0, 10)
     assert ranges[DESCRIBE_CLUSTER] == (0, 2)
     assert ranges[FIND_COORDINATOR] == (0, 6)
-    # kafka-python reads the same answer, with no features advertised.
+    # kafka-python reads the same answer: transaction.version (transactions V2) finalized
+    # at 2 from v3, and supported (0-2) from v4 only, as Kafka 4 answers (KAFKA-17011).
     client.send_request(API_VERSIONS, version, body)
     raw = client._recv(int.from_bytes(client._recv(4), "big"))
     theirs = ApiVersionsResponse.decode(raw[4:], version=version)
     assert {k.api_key: k.max_version for k in theirs.api_keys}[API_VERSIONS] == 4
     if version >= 3:
-        assert not theirs.supported_features and not theirs.finalized_features
+        finalized = [
+            (f.name, f.min_version_level, f.max_version_level) for f in theirs.finalized_features
+        ]
+        assert finalized == [("transaction.version", 2, 2)]
+        assert theirs.finalized_features_epoch > 0
+        supported = [(f.name, f.min_version, f.max_version) for f in theirs.supported_features]
+        assert supported == ([("transaction.version", 0, 2)] if version >= 4 else [])
     # The connection goes on to sign in and ask for metadata as usual.
     client.login(kafka.admin_a)
     assert client.request(METADATA, 13, {"topics": None})["brokers"]

@@ -440,6 +440,224 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted(trio):
         stuck.commit_transaction(30)
 
 
+# --- transactions V2 (KIP-890 part 2), as Kafka 4's Java client speaks it ------------------
+
+
+def _raw(env, broker_id: int):
+    """A connection to one broker, signed in with tenant A's admin key."""
+    from data_plane.client.connection import Connection
+
+    target = next(e for e in env if e.broker_id == broker_id)
+    conn = Connection("127.0.0.1", target.port, client_id="tv2-test", timeout=30.0)
+    conn.authenticate("SCRAM-SHA-256", target.admin_a.key_id, target.admin_a.secret)
+    return conn
+
+
+def _tv2_produce(conn, topic: str, partition: int, tid: str, pid: int, epoch: int, seq: int, tag):
+    from data_plane.protocol.messages import produce
+    from data_plane.records import Record, RecordBatch
+
+    batch = RecordBatch(
+        base_offset=0,
+        records=tuple(
+            Record(i, int(time.time() * 1000), None, f"{tag}-{i}".encode()) for i in range(3)
+        ),
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+    ).encode()
+    body = {
+        "transactional_id": tid,
+        "acks": -1,
+        "timeout_ms": 30_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+    }
+    answer = conn.request(produce.KEY, 12, body)
+    return answer["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def test_transactions_v2_without_add_requests(trio):
+    """What Kafka 4's Java client does once the brokers finalize transaction.version 2:
+    Produce v12 with no AddPartitionsToTxn (each leader adds its partition, most of them
+    on another broker than the coordinator), TxnOffsetCommit v5 with no AddOffsetsToTxn
+    (the group coordinator adds the group), EndTxn v5 answering the bumped epoch, and the
+    next transaction at that epoch from sequence 0. Checked with confluent-kafka's
+    read_committed and read_uncommitted consumers and the group's committed offsets."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from data_plane.protocol.errors import ErrorCode as E
+    from data_plane.protocol.messages import (
+        api_versions,
+        end_txn,
+        find_coordinator,
+        init_producer_id,
+        txn_offset_commit,
+    )
+
+    env = trio[0]
+    tag = uuid.uuid4().hex[:6]
+    out, source, group, tid = f"tv2-out-{tag}", f"tv2-in-{tag}", f"tv2-g-{tag}", f"tv2-{tag}"
+    _create(env, out)
+    _create(env, source, partitions=1)
+    admin = AdminClient(confluent_conf(env, env.admin_a))
+
+    def current_leaders() -> dict[int, int]:
+        found = admin.list_topics(out, timeout=10).topics[out].partitions
+        return {p: m.leader for p, m in found.items()}
+
+    leaders = current_leaders()
+
+    first = _raw(trio, 1)
+    # The feature, as Kafka 4 advertises it (supported from ApiVersions v4, KAFKA-17011).
+    v4 = first.request(
+        api_versions.KEY, 4, {"client_software_name": "t", "client_software_version": "1"}
+    )
+    assert v4["supported_features"] == [
+        {"name": "transaction.version", "min_version": 0, "max_version": 2}
+    ]
+    assert v4["finalized_features"] == [
+        {"name": "transaction.version", "max_version_level": 2, "min_version_level": 2}
+    ]
+    assert v4["finalized_features_epoch"] > 0
+    v3 = first.request(
+        api_versions.KEY, 3, {"client_software_name": "t", "client_software_version": "1"}
+    )
+    assert not v3.get("supported_features") and v3["finalized_features"]
+
+    def coordinator(key: str, key_type: int) -> int:
+        found = first.request(find_coordinator.KEY, 3, {"key": key, "key_type": key_type})
+        assert found["error_code"] == E.NONE, found
+        return found["node_id"]
+
+    txn_node = coordinator(tid, 1)
+    assert set(leaders.values()) - {txn_node}, "some partition led by another broker"
+    txn_conn = _raw(trio, txn_node)
+    # AddPartitionsToTxn v4+ is between brokers only (Kafka: ClusterAction).
+    from data_plane.protocol.messages import add_partitions_to_txn
+
+    refused = txn_conn.request(
+        add_partitions_to_txn.KEY,
+        5,
+        {
+            "transactions": [
+                {
+                    "transactional_id": tid,
+                    "producer_id": 1,
+                    "producer_epoch": 0,
+                    "verify_only": False,
+                    "topics": [{"name": out, "partitions": [0]}],
+                }
+            ]
+        },
+    )
+    assert refused["error_code"] == E.CLUSTER_AUTHORIZATION_FAILED
+    group_conn = _raw(trio, coordinator(group, 0))
+    init = txn_conn.request(
+        init_producer_id.KEY,
+        4,
+        {
+            "transactional_id": tid,
+            "transaction_timeout_ms": 60_000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
+    )
+    assert init["error_code"] == E.NONE, init
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    conns = {e.broker_id: _raw(trio, e.broker_id) for e in trio}
+
+    def produce(p: int, at_epoch: int, seq: int, what: str) -> int:
+        """As a client does: a retriable answer (a leader moved meanwhile, as the
+        controller balances new topics) is sent again to the partition's leader."""
+        deadline = time.monotonic() + 30
+        while True:
+            leader = current_leaders()[p]
+            code = _tv2_produce(conns[leader], out, p, tid, pid, at_epoch, seq, what)
+            retriable = (E.NOT_LEADER_OR_FOLLOWER, E.NOT_ENOUGH_REPLICAS, E.REQUEST_TIMED_OUT)
+            if code not in retriable or time.monotonic() > deadline:
+                return code
+            time.sleep(0.2)
+
+    def offsets(committed: int, at_epoch: int) -> int:
+        answer = group_conn.request(
+            txn_offset_commit.KEY,
+            5,
+            {
+                "transactional_id": tid,
+                "group_id": group,
+                "producer_id": pid,
+                "producer_epoch": at_epoch,
+                "generation_id": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": source,
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "committed_offset": committed,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": "",
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+        return answer["topics"][0]["partitions"][0]["error_code"]
+
+    def end(at_epoch: int, commit: bool) -> tuple[int, int, int]:
+        body = {
+            "transactional_id": tid,
+            "producer_id": pid,
+            "producer_epoch": at_epoch,
+            "committed": commit,
+        }
+        answer = txn_conn.request(end_txn.KEY, 5, body)
+        return answer["error_code"], answer["producer_id"], answer["producer_epoch"]
+
+    # The first transaction: three partitions, offsets, commit.
+    for p in leaders:
+        assert produce(p, epoch, 0, f"c{p}") == E.NONE
+    assert offsets(5, epoch) == E.NONE
+    assert end(epoch, True) == (E.NONE, pid, epoch + 1)
+
+    # The next one at the bumped epoch from sequence 0; the old epoch is fenced.
+    bumped = epoch + 1
+    for p in leaders:
+        assert produce(p, epoch, 3, f"z{p}") == E.INVALID_PRODUCER_EPOCH, p
+        assert produce(p, bumped, 0, f"a{p}") == E.NONE
+    assert offsets(9, bumped) == E.NONE
+    assert end(bumped, False) == (E.NONE, pid, bumped + 1)
+    # A retry of that abort at its epoch is answered as the first was.
+    deadline = time.monotonic() + 10
+    while (again := end(bumped, False))[0] == E.CONCURRENT_TRANSACTIONS:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert again == (E.NONE, pid, bumped + 1)
+
+    committed = _read(env, [out], "read_committed", 9)
+    assert sorted(v for _, _, v in committed) == sorted(
+        f"c{p}-{i}" for p in leaders for i in range(3)
+    )
+    everything = _read(env, [out], "read_uncommitted", 18)
+    assert sorted(v for _, _, v in everything) == sorted(
+        f"{t}{p}-{i}" for t in "ca" for p in leaders for i in range(3)
+    )
+    reader = Consumer(confluent_conf(env, env.admin_a, **{"group.id": group}))
+    [mark] = reader.committed([TopicPartition(source, 0)], timeout=30)
+    reader.close()
+    assert mark.offset == 5  # the aborted transaction's offsets were dropped
+    for conn in (first, txn_conn, group_conn, *conns.values()):
+        conn.close()
+
+
+# --- one broker of its own (after every test of the three: it registers as broker 1 too) --
+
+
 @pytest.fixture(scope="module")
 def solo(django_db_setup, django_db_blocker, tmp_path_factory):
     """One broker of its own: the recovery test kills it."""

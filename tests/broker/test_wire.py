@@ -122,7 +122,7 @@ def test_requests_before_authentication_are_refused(kafka):
     assert client.is_closed()
 
 
-@pytest.mark.parametrize("key,version", [(999, 0), (METADATA, 99), (PRODUCE, 12), (-1, 0)])
+@pytest.mark.parametrize("key,version", [(999, 0), (METADATA, 99), (PRODUCE, 13), (-1, 0)])
 def test_unknown_api_or_version_gets_unsupported_version(kafka, key, version):
     client = RawClient(kafka)
     client.login(kafka.admin_a)

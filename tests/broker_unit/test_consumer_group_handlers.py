@@ -155,7 +155,7 @@ def test_without_the_consumer_protocol_both_apis_are_refused_and_not_advertised(
     def advertised(services: Any) -> set[int]:
         connection = Connection.__new__(Connection)
         connection.broker = SimpleNamespace(services=services)
-        return {k["api_key"] for k in connection._api_versions()["api_keys"]}
+        return {k["api_key"] for k in connection._api_versions(2)["api_keys"]}
 
     assert not advertised(off) & CONSUMER_PROTOCOL_APIS
     assert advertised(t.services) >= CONSUMER_PROTOCOL_APIS

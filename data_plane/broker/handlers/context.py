@@ -15,7 +15,7 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, TypeVar
 
@@ -38,6 +38,7 @@ from data_plane.protocol.messages.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from data_plane.replication.manager import ReplicaManager
 from data_plane.replication.partition import Partition
 from data_plane.txn.coordinator import TransactionCoordinator
+from data_plane.txn.model import TxnPartition
 
 logger = logging.getLogger("millrace.broker")
 E = ErrorCode
@@ -95,6 +96,22 @@ class ProducerIds(Protocol):
     async def next_producer_id(self) -> int: ...
 
 
+class TxnRouter(Protocol):
+    """Transactions V2's implicit adds, to the id's coordinator wherever it is
+    (``data_plane.broker.txn_router``)."""
+
+    async def add(
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        *,
+        partitions: Iterable[TxnPartition] = (),
+        group: str | None = None,
+    ) -> int: ...
+
+
 @dataclass(frozen=True)
 class Services:
     metadata: Metadata
@@ -110,6 +127,7 @@ class Services:
     transactions: TransactionCoordinator
     # Whether members may join with the consumer protocol (ConsumerGroupHeartbeat).
     consumer_protocol: bool = False
+    txn_router: TxnRouter | None = None  # None: transactions V2's implicit adds refused
 
 
 async def blocking(fn: Callable[..., R], *args: Any) -> R:

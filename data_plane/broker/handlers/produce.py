@@ -42,6 +42,7 @@ logger = logging.getLogger("millrace.broker")
 # still fit the topic's max.message.bytes when it is appended).
 LEGACY_EXPANSION_LIMIT = 64 << 20
 ABORTABLE_FROM = 11  # Produce versions whose clients understand TRANSACTION_ABORTABLE
+IMPLICIT_ADD_FROM = 12  # ... and whose transactional batches add their partition (V2)
 
 
 async def handle_produce(
@@ -180,6 +181,8 @@ async def _refused_transactional(
         return None  # the append answers NOT_LEADER_OR_FOLLOWER
     if partition.log.producers.in_transaction(header.producer_id, header.producer_epoch):
         return None
+    if ctx.version >= IMPLICIT_ADD_FROM:
+        return await _add_implicitly(ctx, transactional_id, header, topic, index)
     try:
         code = await ctx.services.transactions.verify(
             ctx.principal.tenant_id,
@@ -203,6 +206,36 @@ async def _refused_transactional(
     if code == E.CONCURRENT_TRANSACTIONS:
         # Being decided (markers being written): retriable, as Kafka answers before v12.
         return E.NOT_ENOUGH_REPLICAS, "the producer's transaction is being completed; retry"
+    return code, None
+
+
+async def _add_implicitly(
+    ctx: RequestContext, transactional_id: str, header: BatchHeader, topic: TopicInfo, index: int
+) -> tuple[int, str | None] | None:
+    """Produce v12, transactions V2 (KIP-890 part 2): the producer sent no
+    AddPartitionsToTxn; this leader adds the partition to its transaction (starting it
+    if none is in progress) at the batch's producer id and epoch, with the coordinator
+    wherever it is, and answers as Kafka's leaders do."""
+    router = ctx.services.txn_router
+    if router is None:
+        return E.NOT_ENOUGH_REPLICAS, "transactions V2 are not available on this broker"
+    try:
+        code = await router.add(
+            ctx.principal.tenant_id,
+            transactional_id,
+            header.producer_id,
+            header.producer_epoch,
+            partitions=[TxnPartition(str(topic.topic_id), index)],
+        )
+    except Exception:  # the coordinator could not be asked: retriable
+        logger.warning("adding a partition to %r failed", transactional_id, exc_info=True)
+        code = E.COORDINATOR_NOT_AVAILABLE
+    if code == E.NONE:
+        return None
+    if code == E.PRODUCER_FENCED:
+        return E.INVALID_PRODUCER_EPOCH, None
+    if code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS):
+        return E.NOT_ENOUGH_REPLICAS, "the transaction coordinator is not available; retry"
     return code, None
 
 

@@ -31,6 +31,7 @@ from data_plane.broker.handlers.context import (
     owner_error,
 )
 from data_plane.broker.txn_markers import MARKER_TIMEOUT_MS, marker_batch
+from data_plane.broker.txn_router import parse_internal_id
 from data_plane.groups.consumer_group import ConsumerGroup
 from data_plane.groups.model import OffsetRecord
 from data_plane.metadata.model import TopicInfo
@@ -152,6 +153,8 @@ _FENCED_FROM = {
 async def handle_add_partitions_to_txn(
     ctx: RequestContext, req: bodies.AddPartitionsToTxnRequest
 ) -> bodies.AddPartitionsToTxnResponse:
+    if ctx.version >= 4:
+        return await _add_partitions_for_brokers(ctx, req)
     transactional_id = req["v3_and_below_transactional_id"]
     topics = req["v3_and_below_topics"]
     results: dict[tuple[str, int], int] = {}
@@ -187,9 +190,9 @@ async def handle_add_partitions_to_txn(
             code = E.NOT_COORDINATOR
         code = _fenced(ctx, add_partitions_api.KEY, code)
         results = {k: code for k in results}
-    by_topic: dict[str, list[bodies.AddPartitionsToTxnResponseResultsByPartition]] = defaultdict(
-        list
-    )
+    by_topic: dict[
+        str, list[bodies.AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition]
+    ] = defaultdict(list)
     for (name, index), code in results.items():
         by_topic[name].append({"partition_index": index, "partition_error_code": code})
     return {
@@ -200,12 +203,64 @@ async def handle_add_partitions_to_txn(
     }
 
 
+async def _add_partitions_for_brokers(
+    ctx: RequestContext, req: bodies.AddPartitionsToTxnRequest
+) -> bodies.AddPartitionsToTxnResponse:
+    """AddPartitionsToTxn v4+: brokers only (Kafka: ClusterAction). A partition leader of
+    transactions V2 adds a producer's partition to its transaction (``verify_only``
+    false), or asks whether it is in it. Ids are ``<tenant>/<id>``, topics topic ids
+    (``data_plane.broker.txn_router``)."""
+    if not ctx.principal.broker:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": E.CLUSTER_AUTHORIZATION_FAILED,
+            "results_by_transaction": [],
+        }
+    results: list[bodies.AddPartitionsToTxnResponseResultsByTransaction] = []
+    for txn in req["transactions"]:
+        named, code = _named_here(ctx, txn["transactional_id"])
+        partitions = [
+            TxnPartition(t["name"], index) for t in txn["topics"] for index in t["partitions"]
+        ]
+        if named is not None:
+            coordinator = _coordinator(ctx)
+            args = (*named, txn["producer_id"], txn["producer_epoch"])
+            if txn["verify_only"]:
+                codes = [await coordinator.verify(*args, p) for p in partitions]
+                code = next((c for c in codes if c != E.NONE), E.NONE)
+            else:
+                try:
+                    code = await coordinator.add_partitions(*args, partitions)
+                except NotCoordinator:
+                    code = E.NOT_COORDINATOR
+        by_topic: dict[
+            str,
+            list[
+                bodies.AddPartitionsToTxnResponseResultsByTransactionTopicResultsResultsByPartition
+            ],
+        ] = defaultdict(list)
+        for p in partitions:
+            by_topic[p.topic_id].append({"partition_index": p.index, "partition_error_code": code})
+        results.append(
+            {
+                "transactional_id": txn["transactional_id"],
+                "topic_results": [
+                    {"name": name, "results_by_partition": parts}
+                    for name, parts in by_topic.items()
+                ],
+            }
+        )
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "results_by_transaction": results}
+
+
 # --- AddOffsetsToTxn / TxnOffsetCommit --------------------------------------------------
 
 
 async def handle_add_offsets_to_txn(
     ctx: RequestContext, req: bodies.AddOffsetsToTxnRequest
 ) -> bodies.AddOffsetsToTxnResponse:
+    if ctx.principal.broker:
+        return await _add_offsets_for_brokers(ctx, req)
     transactional_id, group_id = req["transactional_id"], req["group_id"]
     error: int | None = txn_check(ctx, transactional_id)
     if error is None and not ctx.may(Operation.READ, ResourceType.GROUP, group_id):
@@ -227,6 +282,34 @@ async def handle_add_offsets_to_txn(
     }
 
 
+async def _add_offsets_for_brokers(
+    ctx: RequestContext, req: bodies.AddOffsetsToTxnRequest
+) -> bodies.AddOffsetsToTxnResponse:
+    """A group coordinator of transactions V2 adds the group to a producer's transaction
+    (TxnOffsetCommit v5); the client's rights on the group were checked there."""
+    named, error = _named_here(ctx, req["transactional_id"])
+    if named is not None:
+        try:
+            error = await _coordinator(ctx).add_offsets(
+                *named, req["producer_id"], req["producer_epoch"], req["group_id"]
+            )
+        except NotCoordinator:
+            error = E.NOT_COORDINATOR
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+def _named_here(ctx: RequestContext, value: str) -> tuple[tuple[int, str] | None, int]:
+    """(tenant id, transactional id) of an id another broker sent, if this broker
+    coordinates it; else None and why (INVALID_REQUEST, NOT_COORDINATOR)."""
+    named = parse_internal_id(value)
+    if named is None:
+        return None, E.INVALID_REQUEST
+    owner = ctx.services.cluster.transaction_coordinator_for(*named)
+    if owner is None or owner.id != ctx.services.cluster.broker_id:
+        return None, E.NOT_COORDINATOR
+    return named, E.NONE
+
+
 async def handle_txn_offset_commit(
     ctx: RequestContext, req: bodies.TxnOffsetCommitRequest
 ) -> bodies.TxnOffsetCommitResponse:
@@ -242,6 +325,8 @@ async def handle_txn_offset_commit(
         error = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if error is None:
         error = await _check_member(ctx, req)
+    if error is None and ctx.version >= TRANSACTIONS_V2_FROM[txn_offset_commit_api.KEY]:
+        error = await _add_group_implicitly(ctx, req)
     results: dict[tuple[str, int], int] = {}
     offsets: list[OffsetRecord] = []
     for t in req["topics"]:
@@ -290,6 +375,31 @@ async def handle_txn_offset_commit(
         "throttle_time_ms": 0,
         "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
     }
+
+
+async def _add_group_implicitly(
+    ctx: RequestContext, req: bodies.TxnOffsetCommitRequest
+) -> int | None:
+    """TxnOffsetCommit v5, transactions V2: the producer sent no AddOffsetsToTxn; this
+    group coordinator adds the group to its transaction, with the id's coordinator
+    wherever it is (None: added)."""
+    router = ctx.services.txn_router
+    if router is None:
+        return E.COORDINATOR_NOT_AVAILABLE
+    try:
+        code = await router.add(
+            ctx.principal.tenant_id,
+            req["transactional_id"],
+            req["producer_id"],
+            req["producer_epoch"],
+            group=req["group_id"],
+        )
+    except Exception:  # the coordinator could not be asked: retriable
+        logger.warning("adding a group to %r failed", req["transactional_id"], exc_info=True)
+        code = E.COORDINATOR_NOT_AVAILABLE
+    if code in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS):
+        code = E.COORDINATOR_NOT_AVAILABLE
+    return None if code == E.NONE else code
 
 
 async def _check_member(ctx: RequestContext, req: bodies.TxnOffsetCommitRequest) -> int | None:
@@ -351,7 +461,7 @@ async def handle_end_txn(ctx: RequestContext, req: bodies.EndTxnRequest) -> bodi
 
 
 # The first version of each API that is transactions V2 (KIP-890 part 2).
-TRANSACTIONS_V2_FROM = {end_txn_api.KEY: 5}
+TRANSACTIONS_V2_FROM = {end_txn_api.KEY: 5, txn_offset_commit_api.KEY: 5}
 
 
 # --- WriteTxnMarkers (between brokers) -----------------------------------------------------

@@ -10,9 +10,9 @@ from data_plane.protocol.types import BOOL, INT16, INT32, INT64, STRING
 KEY = 24
 VALID = (0, 5)
 FLEXIBLE = (3, None)
-# Served 0-3, the versions clients send; v4-5 are brokers verifying a partition's
-# transaction, which leaders here do against the metadata store instead.
-SERVED = (0, 3)
+# v0-3 are the clients'; v4-5 are brokers only: here a partition leader of transactions
+# V2 adding a producer's partition to its transaction (``verify_only`` false), with ids and
+# topics named as ``data_plane.broker.txn_router`` names them between brokers.
 
 _TOPIC = Struct(Field("name", STRING), Field("partitions", Array(INT32)))
 

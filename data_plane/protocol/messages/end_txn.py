@@ -9,9 +9,8 @@ from data_plane.protocol.types import BOOL, INT16, INT32, INT64, STRING
 KEY = 26
 VALID = (0, 5)
 FLEXIBLE = (3, None)
-# v5 is transactions V2 (KIP-890 part 2). Clients send it only when the broker finalizes
-# the transaction.version feature at 2, which Millrace does not advertise yet (Produce v12
-# and TxnOffsetCommit v5, which add partitions and groups implicitly, are not served).
+# v5 is transactions V2 (KIP-890 part 2), which clients send when the brokers finalize
+# the transaction.version feature at 2 (MILLRACE_TRANSACTION_VERSION).
 
 REQUEST = message(
     KEY,

@@ -1,4 +1,4 @@
-"""Produce (key 0): write record batches to partitions. Versions 0-11.
+"""Produce (key 0): write record batches to partitions. Versions 0-12.
 
 Versions 0-2 carry message formats v0 and v1, which the broker up-converts to RecordBatch
 v2 before appending (``data_plane.records.legacy``), as Kafka 3.9 did. (Kafka 4 still
@@ -9,8 +9,9 @@ v10 (KIP-951) adds answers only: a partition refused NOT_LEADER_OR_FOLLOWER or
 FENCED_LEADER_EPOCH carries the tagged ``current_leader``, and that leader's address is in
 the tagged ``node_endpoints``. v11 (KIP-890 part 1) changes no field: a client sending it
 understands TRANSACTION_ABORTABLE, which a leader answers when a transactional batch's
-partition is not in its producer's transaction (INVALID_TXN_STATE below v11). v12 (the
-produce that also adds its partition to the transaction, transactions V2) is not served.
+partition is not in its producer's transaction (INVALID_TXN_STATE below v11). v12 changes
+no field either: it is transactions V2 (KIP-890 part 2), the leader adds a producer's
+partition to its transaction itself (the client sends no AddPartitionsToTxn).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from data_plane.protocol.schema import Array, Field, Struct, message
 from data_plane.protocol.types import INT16, INT32, INT64, RECORDS, STRING
 
 KEY = 0
-VALID = (0, 11)
+VALID = (0, 12)
 RECORD_BATCH_FROM = 3  # v0-2 carry message formats v0/v1, up-converted on the broker
 FLEXIBLE = (9, None)
 

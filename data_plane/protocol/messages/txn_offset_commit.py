@@ -1,6 +1,8 @@
 """TxnOffsetCommit (key 28): a group's offsets committed inside a transaction, visible to
 the group only once the transaction commits. Versions 0-5; v3 (KIP-447) adds the group
-generation and member, which fence a zombie consumer-producer."""
+generation and member, which fence a zombie consumer-producer; v5 changes no field: it
+is transactions V2 (KIP-890 part 2), the group coordinator adds the group to the
+producer's transaction itself (the client sends no AddOffsetsToTxn)."""
 
 from __future__ import annotations
 

@@ -139,6 +139,7 @@ class Command(BaseCommand):
             transaction_abort_check_seconds=(
                 settings.MILLRACE_TRANSACTION_ABORT_CHECK_INTERVAL_MS / 1000
             ),
+            transaction_version=settings.MILLRACE_TRANSACTION_VERSION,
         )
         store = DjangoMetadataStore(allow_anonymous=options["allow_anonymous"])
         raise_open_files_limit()
