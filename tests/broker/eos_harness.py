@@ -25,7 +25,13 @@ The job handles errors as an application following Kafka's documented pattern wo
 abortable errors abort the transaction and rewind the consumer to the committed offsets;
 retriable commit errors retry the commit; fatal errors (a fenced producer, for example
 after the coordinator aborted a transaction at its timeout) restart the application,
-whose new producer fences the old one.
+whose new producer fences the old one. librdkafka 2.16's transactional calls can outlive
+their timeout for good when a coordinator moves (``send_offsets_to_transaction`` waits
+for a broker state change that never comes: librdkafka issues #5456 and #5511), so
+each call runs under a watchdog, as an application's would: a call still running
+``HUNG_AFTER_S`` past its timeout is abandoned with its producer (kept, never destroyed,
+since destroying it would block too) and the application restarts, its new producer
+fencing the old.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from tests.broker.harness import (
     Report,
     Violation,
     Workload,
+    high_watermarks,
     make_schedule,
     partition_rows,
     wait_healthy,
@@ -88,6 +95,13 @@ class _Restart(Exception):
     """The application gives up its consumer and producer and starts again."""
 
 
+class _Hung(_Restart):
+    """A client call outlived its timeout: abandoned (see the module docstring)."""
+
+
+HUNG_AFTER_S = 15.0
+
+
 class ExactlyOnceJob(threading.Thread):
     """Consume-transform-produce with confluent-kafka, in transactions of up to ``batch``
     records, until stopped."""
@@ -116,6 +130,7 @@ class ExactlyOnceJob(threading.Thread):
         self.attempts: dict[int, Attempt] = {}
         self.positions: dict[int, int] = {}  # source offsets committed by the last commit
         self.restarts: Counter[str] = Counter()
+        self.abandoned: list[Any] = []  # producers whose call hung (never destroyed)
         self.errors: Counter[str] = Counter()  # every error the clients reported
         self._halt = threading.Event()
         self._common = {
@@ -186,7 +201,7 @@ class ExactlyOnceJob(threading.Thread):
         )
         while not self._halt.is_set():
             try:
-                producer.init_transactions(30)
+                self._call(producer, producer.init_transactions, 30)
                 return producer
             except KafkaException as exc:
                 err = exc.args[0]
@@ -214,7 +229,8 @@ class ExactlyOnceJob(threading.Thread):
                 value = b"%d:%d:%d" % (p, o, attempt.id)
                 producer.produce(self.sink, value=value, key=msg.key(), partition=p)
             offsets = [TopicPartition(self.source, p, o) for p, o in sorted(ends.items())]
-            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+            metadata = consumer.consumer_group_metadata()
+            self._call(producer, producer.send_offsets_to_transaction, offsets, metadata, 30)
         except KafkaException as exc:
             # Not committed: no commit was asked for, so the coordinator aborts it (now,
             # at its timeout, or when the next producer fences this one).
@@ -223,9 +239,15 @@ class ExactlyOnceJob(threading.Thread):
         except BufferError as exc:
             self._abort(producer, consumer, attempt, f"before commit: {exc}")
             return
+        except _Hung as exc:  # never committed: the next producer fences and aborts it
+            self._finish(attempt, "aborted", str(exc))
+            raise
         while True:
             try:
-                producer.commit_transaction(30)
+                self._call(producer, producer.commit_transaction, 30)
+            except _Hung as exc:
+                self._finish(attempt, "unknown", str(exc))
+                raise
             except KafkaException as exc:
                 err = exc.args[0]
                 self.errors[f"commit {err.name()}"] += 1
@@ -245,13 +267,36 @@ class ExactlyOnceJob(threading.Thread):
 
         self.errors[why] += 1
         try:
-            producer.abort_transaction(30)
+            self._call(producer, producer.abort_transaction, 30)
+        except _Hung as exc:  # not committed either way
+            self._finish(attempt, "aborted", f"{why}; {exc}")
+            raise
         except KafkaException as exc:
             # A fatal error (fenced): the transaction is not committed either way.
             self._finish(attempt, "aborted", f"{why}; abort: {exc.args[0].name()}")
             raise _Restart(f"abort {exc.args[0].name()}") from exc
         self._finish(attempt, "aborted", why)
         self._rewind(consumer)
+
+    def _call(self, producer: Any, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` (its last argument a timeout in seconds) under the watchdog."""
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["value"] = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=run, name="eos-job-call", daemon=True)
+        worker.start()
+        worker.join(args[-1] + HUNG_AFTER_S)
+        if worker.is_alive():
+            self.abandoned.append(producer)
+            raise _Hung(f"hung {fn.__name__}")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
 
     def _rewind(self, consumer: Any) -> None:
         """Back to the group's committed offsets, which the aborted transaction did not
@@ -289,7 +334,7 @@ def read_partitions(
 ) -> dict[int, list[tuple[int, Any]]]:
     """Every record a consumer at ``isolation`` reads from offset 0 to the end of each
     partition (the end-of-partition event at or past the high watermark taken first)."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
         {
@@ -303,19 +348,8 @@ def read_partitions(
         }
     )
     deadline = time.monotonic() + seconds
-    ends: dict[int, int] = {}
     try:
-        for p in range(partitions):
-            while True:
-                try:
-                    _, ends[p] = consumer.get_watermark_offsets(
-                        TopicPartition(topic, p), timeout=10, cached=False
-                    )
-                    break
-                except KafkaException:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
+        ends = high_watermarks(consumer, topic, partitions, deadline)
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         got: dict[int, list[tuple[int, Any]]] = {p: [] for p in range(partitions)}
         done: set[int] = set()
@@ -636,6 +670,7 @@ def run_exactly_once(
         "cuts_by_mode": dict(Counter(f.mode for f in faults if f.kind == "cut")),
         **report.summary,
         "job_restarts": dict(job.restarts),
+        "hung_client_calls": len(job.abandoned),
         "job_errors": dict(job.errors),
         "observer_errors": dict(observer.errors),
         "controller_changes": len(controller.changes),

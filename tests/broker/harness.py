@@ -492,12 +492,32 @@ class Observer(threading.Thread):
             consumer.close()
 
 
+def high_watermarks(consumer: Any, topic: str, partitions: int, deadline: float) -> dict[int, int]:
+    """Each partition's high watermark as ``consumer`` is told it, asked again while the
+    cluster cannot answer (a broker coming back) until ``deadline`` (monotonic)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    ends: dict[int, int] = {}
+    for p in range(partitions):
+        while True:
+            try:
+                _, ends[p] = consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=10, cached=False
+                )
+                break
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    return ends
+
+
 def read_all(
     conf: dict[str, Any], topic: str, partitions: int, seconds: float = 120.0
 ) -> tuple[dict[int, list[tuple[int, int | None]]], dict[int, int]]:
     """Every record from offset 0 to each partition's high watermark: (offset, value) per
     partition, and the high watermarks."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
@@ -509,19 +529,8 @@ def read_all(
         }
     )
     deadline = time.monotonic() + seconds
-    ends: dict[int, int] = {}
     try:
-        for p in range(partitions):
-            while True:
-                try:
-                    _, ends[p] = consumer.get_watermark_offsets(
-                        TopicPartition(topic, p), timeout=10, cached=False
-                    )
-                    break
-                except KafkaException:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
+        ends = high_watermarks(consumer, topic, partitions, deadline)
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         got: dict[int, list[tuple[int, int | None]]] = {p: [] for p in range(partitions)}
         done = {p for p in range(partitions) if ends[p] == 0}

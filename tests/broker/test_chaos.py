@@ -144,6 +144,30 @@ def test_the_exactly_once_checker_finds_each_kind_of_violation():
     assert report.summary["lost"] == 1
 
 
+def test_a_hung_client_call_is_abandoned_and_the_job_restarts(monkeypatch):
+    """The job's watchdog (librdkafka #5456): a call still running past its timeout is
+    abandoned with its producer, which is kept, and the caller is told to restart."""
+    import threading
+
+    from tests.broker import eos_harness
+
+    monkeypatch.setattr(eos_harness, "HUNG_AFTER_S", 0.1)
+    job = eos_harness.ExactlyOnceJob({}, "in", "out", eos_harness.Clock())
+    release = threading.Event()
+    producer = object()
+
+    def hangs(timeout):
+        release.wait(10)
+
+    with pytest.raises(eos_harness._Hung):
+        job._call(producer, hangs, 0.1)
+    assert job.abandoned == [producer]
+    release.set()
+    assert job._call(producer, lambda timeout: "done", 1) == "done"
+    with pytest.raises(KeyError):
+        job._call(producer, lambda timeout: {}["missing"], 1)  # errors reach the caller
+
+
 def test_the_checker_finds_each_kind_of_violation():
     outcomes = {
         0: Outcome(0, 0.0, 0.1, acked_partition=0, offset=0),
