@@ -9,5 +9,6 @@
 * ``store``: :class:`DjangoMetadataStore`, all of them, for ``manage.py broker``.
 
 Every method is called from the broker's worker threads, never from its event loop, and
-starts with ``close_old_connections()`` (a broker lives for days; its connections must not).
+starts with ``connections.fresh_connection()`` (a broker lives for days; its connections
+must not).
 """

@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import transaction
 
 from control_plane.access import services as access_services
 from control_plane.access.models import Acl, ApiKey
 from control_plane.audit.services import record_event
+from control_plane.brokerlink.connections import fresh_connection
 from control_plane.brokerlink.credentials import operator_of
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Broker, Partition, Topic
@@ -76,7 +77,7 @@ class DjangoAdmin:
         return Actor(api_key=key)
 
     def _run(self, fn: Callable[[], Any], validate_only: bool) -> Any:
-        close_old_connections()
+        fresh_connection()
         try:
             with transaction.atomic():
                 result = fn()
@@ -161,7 +162,7 @@ class DjangoAdmin:
     def elect_leaders(
         self, principal: Principal, unclean: bool, partitions: Mapping[str, Sequence[int]] | None
     ) -> dict[str, dict[int, tuple[int, str | None]]]:
-        close_old_connections()
+        fresh_connection()
         actor = self._actor(principal)
         rows = Partition.objects.filter(topic__tenant_id=principal.tenant_id).select_related(
             "topic__tenant"
@@ -193,7 +194,7 @@ class DjangoAdmin:
         principal: Principal,
         requests: Mapping[str, Mapping[int, Sequence[int] | None]],
     ) -> dict[str, dict[int, tuple[int, str | None]]]:
-        close_old_connections()
+        fresh_connection()
         actor = self._actor(principal)
         rows = Partition.objects.filter(
             topic__tenant_id=principal.tenant_id, topic__name__in=list(requests)
@@ -230,7 +231,7 @@ class DjangoAdmin:
     def list_reassignments(
         self, principal: Principal, partitions: Mapping[str, Sequence[int]] | None
     ) -> dict[str, dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]]:
-        close_old_connections()
+        fresh_connection()
         rows = (
             Partition.objects.filter(topic__tenant_id=principal.tenant_id)
             .exclude(adding_replicas=[], removing_replicas=[])
@@ -251,7 +252,7 @@ class DjangoAdmin:
         return out
 
     def fenced_brokers(self) -> Mapping[int, BrokerInfo]:
-        close_old_connections()
+        fresh_connection()
         live = Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS)
         return {
             b.id: BrokerInfo(b.id, b.host, b.port, b.rack or None, b.tls_host or None, b.tls_port)
@@ -266,7 +267,7 @@ class DjangoAdmin:
         object_repr: str,
         after: dict[str, Any],
     ) -> None:
-        close_old_connections()
+        fresh_connection()
         record_event(
             self._actor(principal),
             tenant=Tenant.objects.get(pk=principal.tenant_id),
@@ -279,7 +280,7 @@ class DjangoAdmin:
 
     def delete_group(self, principal: Principal, group_id: str) -> bool:
         """True if deleted; False if no such group; AdminError if it has members."""
-        close_old_connections()
+        fresh_connection()
         tenant = Tenant.objects.get(pk=principal.tenant_id)
         try:
             group_services.delete_group(self._actor(principal), tenant, group_id)
@@ -313,7 +314,7 @@ class DjangoAdmin:
         changes: Mapping[str, float | None],
         validate_only: bool,
     ) -> None:
-        close_old_connections()
+        fresh_connection()
         tenant = Tenant.objects.get(pk=principal.tenant_id)
         self._run(
             lambda: tenancy_services.alter_client_quotas(
@@ -323,7 +324,7 @@ class DjangoAdmin:
         )
 
     def delete_acls(self, principal: Principal, matcher: Callable[[Any], bool]) -> list[Any]:
-        close_old_connections()
+        fresh_connection()
         deleted = []
         with transaction.atomic():
             for acl in Acl.objects.filter(tenant_id=principal.tenant_id).select_related(

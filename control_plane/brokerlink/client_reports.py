@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from django.db import close_old_connections, transaction
+from django.db import transaction
 
+from control_plane.brokerlink.connections import fresh_connection
 from control_plane.catalog.models import CLIENT_VERSION_IDENTITY as _IDENTITY
 from control_plane.catalog.models import ClientVersion
 from control_plane.tenancy.models import Tenant
@@ -22,7 +23,7 @@ class DjangoClientReports:
     """:class:`data_plane.broker.ports.ClientReports` over ``ClientVersion`` rows."""
 
     def report_clients(self, broker_id: int, uses: Sequence[ClientUse]) -> None:
-        close_old_connections()
+        fresh_connection()
         if not uses:
             return
         with transaction.atomic():
@@ -72,7 +73,7 @@ class DjangoClientReports:
             )
 
     def reported_clients(self, tenant_id: int) -> list[ClientUse]:
-        close_old_connections()
+        fresh_connection()
         rows = ClientVersion.objects.filter(tenant_id=tenant_id).order_by(
             "principal",
             "client_id",

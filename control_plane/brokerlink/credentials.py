@@ -9,11 +9,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import close_old_connections
 from django.utils import timezone
 
 from control_plane.access import services as access_services
 from control_plane.access.models import ApiKey
+from control_plane.brokerlink.connections import fresh_connection
 from control_plane.tenancy.models import Membership, Role, Tenant
 from data_plane import internal_auth
 from data_plane.broker.ports import ScramCredentials
@@ -30,7 +30,7 @@ def operator_of(user: str, *, fresh: bool = True) -> tuple[Tenant, Any] | None:
     if member is None:
         return None
     if fresh:
-        close_old_connections()
+        fresh_connection()
     slug, user_id = member
     staff = get_user_model().objects.filter(pk=user_id, is_active=True, is_staff=True).first()
     tenant = Tenant.objects.filter(slug=slug).first()
@@ -46,7 +46,7 @@ class DjangoCredentials:
         self.allow_anonymous = allow_anonymous
 
     def _active_key(self, key_id: str) -> ApiKey | None:
-        close_old_connections()
+        fresh_connection()
         return (
             ApiKey.objects.active()
             .select_related("service_account", "tenant")
@@ -71,7 +71,7 @@ class DjangoCredentials:
         member = internal_auth.console_member(user)
         if member is None:
             return None
-        close_old_connections()
+        fresh_connection()
         slug, user_id = member
         return (
             Membership.objects.select_related("tenant")
@@ -84,7 +84,7 @@ class DjangoCredentials:
         slug = internal_auth.tenant_slug(user)
         if slug is None:
             return None
-        close_old_connections()
+        fresh_connection()
         return Tenant.objects.filter(slug=slug).first()
 
     def scram_credentials(self, key_id: str, mechanism: str) -> ScramCredentials | None:
@@ -189,7 +189,7 @@ class DjangoCredentials:
         return self._principal(key)
 
     def verify_plain(self, key_id: str, secret: str) -> Principal | None:
-        close_old_connections()
+        fresh_connection()
         try:
             key = access_services.authenticate_api_key(key_id, secret)
         except access_services.KeyRejected:
@@ -199,7 +199,7 @@ class DjangoCredentials:
     def anonymous_principal(self) -> Principal | None:
         if not self.allow_anonymous:
             return None
-        close_old_connections()
+        fresh_connection()
         tenant = Tenant.objects.filter(slug=DEFAULT_TENANT).first()
         if tenant is None:
             return None

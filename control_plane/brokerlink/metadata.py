@@ -19,10 +19,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Max, Min, QuerySet
 
 from control_plane.access.models import Acl, ApiKey
+from control_plane.brokerlink.connections import fresh_connection
 from control_plane.catalog.models import Broker, Partition, Topic
 from control_plane.core.models import MetadataChange, MetadataScope
 from control_plane.core.notify import CHANNEL
@@ -111,11 +112,11 @@ class DjangoMetadataSource:
         return MetadataChange.objects.aggregate(v=Max("version"))["v"] or 0
 
     def metadata_version(self) -> int:
-        close_old_connections()
+        fresh_connection()
         return self._newest()
 
     def live_brokers(self) -> Mapping[int, BrokerInfo]:
-        close_old_connections()
+        fresh_connection()
         return self._live_brokers()
 
     @staticmethod
@@ -127,7 +128,7 @@ class DjangoMetadataSource:
         }
 
     def snapshot(self) -> MetadataSnapshot:
-        close_old_connections()
+        fresh_connection()
         with transaction.atomic():
             # The version first: what is read after it is at least as new.
             version = self._newest()
@@ -152,7 +153,7 @@ class DjangoMetadataSource:
         )
 
     def changes_since(self, version: int) -> MetadataDelta | None:
-        close_old_connections()
+        fresh_connection()
         with transaction.atomic():
             span = MetadataChange.objects.aggregate(oldest=Min("version"), newest=Max("version"))
             oldest, newest = span["oldest"], span["newest"] or 0

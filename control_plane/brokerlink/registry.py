@@ -9,9 +9,10 @@ lease (brokers re-read the live list on every refresh: a lapsed lease commits no
 
 from __future__ import annotations
 
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from control_plane.brokerlink.connections import fresh_connection
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Broker, BrokerState, ProducerIdBlock
 from control_plane.controller import services as controller_services
@@ -36,7 +37,7 @@ class DjangoBrokerRegistry:
         tls_host: str | None = None,
         tls_port: int | None = None,
     ) -> None:
-        close_old_connections()
+        fresh_connection()
         held = self._liveness.ensure(broker_id)  # before the row says so (liveness.py)
         with transaction.atomic():
             Broker.objects.update_or_create(
@@ -56,25 +57,25 @@ class DjangoBrokerRegistry:
             notify_metadata_changed("broker.registered", brokers=[broker_id])
 
     def heartbeat(self, broker_id: int) -> None:
-        close_old_connections()
+        fresh_connection()
         held = self._liveness.ensure(broker_id)
         Broker.objects.filter(id=broker_id).update(
             last_heartbeat=timezone.now(), state=BrokerState.RUNNING, liveness_lock=held
         )
 
     def controlled_shutdown(self, broker_id: int) -> int:
-        close_old_connections()
+        fresh_connection()
         return controller_services.controlled_shutdown(broker_id)
 
     def deregister_broker(self, broker_id: int) -> None:
-        close_old_connections()
+        fresh_connection()
         with transaction.atomic():
             Broker.objects.filter(id=broker_id).update(state=BrokerState.SHUTTING_DOWN)
             notify_metadata_changed("broker.deregistered", brokers=[broker_id])
         self._liveness.release()
 
     def allocate_producer_ids(self, count: int) -> int:
-        close_old_connections()
+        fresh_connection()
         with transaction.atomic():
             block, _ = ProducerIdBlock.objects.select_for_update().get_or_create(pk=1)
             first = block.next_id
@@ -91,7 +92,7 @@ class DjangoBrokerRegistry:
         partition_epoch: int,
         isr: list[int],
     ) -> tuple[int, int, int, tuple[int, ...]]:
-        close_old_connections()
+        fresh_connection()
         result = controller_services.alter_partition(
             topic_id,
             index,
@@ -104,6 +105,6 @@ class DjangoBrokerRegistry:
 
     def assign_unassigned_partitions(self) -> int:
         """Place partitions created before enough brokers were up, over the live brokers."""
-        close_old_connections()
+        fresh_connection()
         with transaction.atomic():
             return catalog_services.assign_unassigned_partitions()

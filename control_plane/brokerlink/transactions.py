@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from typing import Any
 
-from django.db import close_old_connections, transaction
+from django.db import connection, transaction
 
+from control_plane.brokerlink.connections import fresh_connection
 from control_plane.groups import services as group_services
 from control_plane.transactions.models import PendingTxnOffset, TransactionState
 from data_plane.groups.model import OffsetRecord
@@ -34,50 +37,112 @@ def _value(row: TransactionState) -> TxnMetadata:
     )
 
 
+# The coordinators' hot path (three writes a transaction, and a read at each partition
+# leader's verification) in plain SQL: through the ORM each cost about 1.4 ms of Python
+# on this machine, against 0.2 ms for the database's round trip, on every transaction's
+# critical path. The same statements run on Postgres and SQLite.
+_COLUMNS = (
+    "producer_id",
+    "producer_epoch",
+    "last_producer_epoch",
+    "timeout_ms",
+    "state",
+    "partitions",
+    "groups",
+    "start_ms",
+    "updated_ms",
+    "version",
+    "coordinator_epoch",
+    "next_producer_id",
+    "previous_producer_id",
+)
+_TABLE = TransactionState._meta.db_table
+_SELECT = (
+    f"SELECT {', '.join(_COLUMNS)} FROM {_TABLE}"  # noqa: S608 (names are constants)
+    " WHERE tenant_id = %s AND transactional_id = %s"
+)
+_UPDATE = (
+    f"UPDATE {_TABLE} SET {', '.join(f'{c} = %s' for c in _COLUMNS)}"  # noqa: S608
+    " WHERE tenant_id = %s AND transactional_id = %s AND version = %s"
+)
+
+
+def _json(value: Any) -> Any:
+    # Postgres' driver parses jsonb; SQLite's hands the text back.
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _from_columns(tenant_id: int, transactional_id: str, row: tuple[Any, ...]) -> TxnMetadata:
+    pid, epoch, last, timeout, state, parts, groups, start, updated, version, cepoch, *ids = row
+    return TxnMetadata(
+        tenant_id=tenant_id,
+        transactional_id=transactional_id,
+        producer_id=pid,
+        producer_epoch=epoch,
+        last_producer_epoch=last,
+        timeout_ms=timeout,
+        state=TxnState(state),
+        partitions=frozenset(TxnPartition(str(t), int(i)) for t, i in _json(parts)),
+        groups=frozenset(_json(groups)),
+        start_ms=start,
+        updated_ms=updated,
+        version=version,
+        coordinator_epoch=cepoch,
+        next_producer_id=ids[0],
+        previous_producer_id=ids[1],
+    )
+
+
+def _to_columns(txn: TxnMetadata) -> list[Any]:
+    return [
+        txn.producer_id,
+        txn.producer_epoch,
+        txn.last_producer_epoch,
+        txn.timeout_ms,
+        txn.state.value,
+        json.dumps(sorted([p.topic_id, p.index] for p in txn.partitions)),
+        json.dumps(sorted(txn.groups)),
+        txn.start_ms,
+        txn.updated_ms,
+        txn.version,
+        txn.coordinator_epoch,
+        txn.next_producer_id,
+        txn.previous_producer_id,
+    ]
+
+
 class DjangoTransactionStore:
     def load_transaction(self, tenant_id: int, transactional_id: str) -> TxnMetadata | None:
-        close_old_connections()
-        row = TransactionState.objects.filter(
-            tenant_id=tenant_id, transactional_id=transactional_id
-        ).first()
-        return _value(row) if row is not None else None
+        fresh_connection()
+        with connection.cursor() as cursor:
+            cursor.execute(_SELECT, [tenant_id, transactional_id])
+            row = cursor.fetchone()
+        return _from_columns(tenant_id, transactional_id, row) if row is not None else None
 
     def save_transaction(self, txn: TxnMetadata) -> bool:
-        close_old_connections()
-        values = {
-            "producer_id": txn.producer_id,
-            "producer_epoch": txn.producer_epoch,
-            "last_producer_epoch": txn.last_producer_epoch,
-            "timeout_ms": txn.timeout_ms,
-            "state": txn.state.value,
-            "partitions": sorted([p.topic_id, p.index] for p in txn.partitions),
-            "groups": sorted(txn.groups),
-            "start_ms": txn.start_ms,
-            "updated_ms": txn.updated_ms,
-            "version": txn.version,
-            "coordinator_epoch": txn.coordinator_epoch,
-            "next_producer_id": txn.next_producer_id,
-            "previous_producer_id": txn.previous_producer_id,
-        }
+        fresh_connection()
         if txn.version == 0:  # the id's first state: only if no one stored one
+            values = dict(zip(_COLUMNS, _to_columns(txn), strict=True))
+            values["partitions"] = json.loads(values["partitions"])
+            values["groups"] = json.loads(values["groups"])
             _, created = TransactionState.objects.get_or_create(
                 tenant_id=txn.tenant_id, transactional_id=txn.transactional_id, defaults=values
             )
             return created
-        updated = TransactionState.objects.filter(
-            tenant_id=txn.tenant_id,
-            transactional_id=txn.transactional_id,
-            version=txn.version - 1,
-        ).update(**values)
-        return updated == 1
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _UPDATE,
+                [*_to_columns(txn), txn.tenant_id, txn.transactional_id, txn.version - 1],
+            )
+            return cursor.rowcount == 1
 
     def list_transactions(self, tenant_id: int) -> list[TxnMetadata]:
-        close_old_connections()
+        fresh_connection()
         rows = TransactionState.objects.filter(tenant_id=tenant_id).order_by("transactional_id")
         return [_value(row) for row in rows]
 
     def unfinished_transactions(self) -> list[TxnMetadata]:
-        close_old_connections()
+        fresh_connection()
         states = [s.value for s in TxnState if s.unfinished]
         rows = TransactionState.objects.filter(state__in=states)
         return [_value(row) for row in rows.order_by("tenant_id", "transactional_id")]
@@ -91,7 +156,7 @@ class DjangoTransactionStore:
         offsets: list[OffsetRecord],
         check: Callable[[TxnMetadata | None], int],
     ) -> int:
-        close_old_connections()
+        fresh_connection()
         with transaction.atomic():
             # The id's row is locked while the offsets go in: a coordinator deciding the
             # transaction writes that row first, so it either waits for these offsets or
@@ -136,7 +201,7 @@ class DjangoTransactionStore:
     def settle_txn_offsets(
         self, tenant_id: int, group_id: str, producer_id: int, commit: bool
     ) -> None:
-        close_old_connections()
+        fresh_connection()
         with transaction.atomic():
             staged = PendingTxnOffset.objects.select_for_update().filter(
                 tenant_id=tenant_id, group_id=group_id, producer_id=producer_id
@@ -156,6 +221,6 @@ class DjangoTransactionStore:
             staged.delete()
 
     def pending_txn_partitions(self, tenant_id: int, group_id: str) -> set[tuple[str, int]]:
-        close_old_connections()
+        fresh_connection()
         rows = PendingTxnOffset.objects.filter(tenant_id=tenant_id, group_id=group_id)
         return set(rows.values_list("topic", "partition"))
