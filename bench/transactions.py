@@ -10,6 +10,9 @@ alternate; medians and ranges):
   factor 3, ``min.insync.replicas`` 2) by a transactional producer, in transactions of
   1,000 records (begin, produce, commit); the baseline is an idempotent producer (acks=all)
   writing the same records without transactions. Target: at least 50% of the baseline.
+* ``txn_produce_100b_acks_all_rf3_4_producers``: the same with four producers of each
+  kind at once, each in its own process (and its own transactional id): what a cluster
+  does for several applications, where one producer's round trips no longer bound it.
 * ``consume_transform_produce``: a loop reads a 3-partition topic in a group and writes
   each record (upper-cased) to another, committing every 1,000 records or 100 ms (Kafka
   Streams' commit interval at exactly once), whichever comes first: exactly once (the
@@ -57,6 +60,7 @@ CTP_RATE = 2_000  # input records/s in the latency run
 CTP_SECONDS = 15.0
 BACKLOG_RECORDS = 1_000_000
 PARTITIONS = 3
+PARALLEL_PRODUCERS = 4  # txn_produce_..._producers: producers of each kind at once
 CHILD_LIFETIME_S = 600  # a child process never outlives this, whatever the parent does
 
 
@@ -155,6 +159,71 @@ def txn_produce(nodes: Cluster, admin: Any, records: int, repeats: int, timeout:
             os.sync()
             cpu = nodes.cpu_seconds()
             result = produce_records(nodes.conf, topic, records, transactional)
+            result["broker_cpu_s"] = round(nodes.cpu_seconds() - cpu, 2)
+            runs[transactional].append(result)
+            delete_topic(admin, topic)
+    txn, idem = _summary(runs[True]), _summary(runs[False])
+    return txn | {
+        "baseline_idempotent": idem,
+        "ratio": round(txn["records_per_s"] / idem["records_per_s"], 3),
+    }
+
+
+def _producer_child(conf: dict[str, Any], topic: str, records: int, transactional: bool, go, out):
+    """Child process of :func:`produce_parallel`: produce once ``go`` is set; send back
+    (wall-clock start, end)."""
+    go.wait(CHILD_LIFETIME_S)
+    start = time.time()
+    produce_records(conf, topic, records, transactional)
+    out.send((start, time.time()))
+
+
+def produce_parallel(
+    conf: dict[str, Any], topic: str, records: int, transactional: bool, producers: int
+) -> dict[str, Any]:
+    """``records`` written by ``producers`` producers at once, each in its own process (a
+    client's Python loop is as fast as one core allows), each with its own transactional
+    id when transactional. Records/s from the first producer's start to the last's end."""
+    context = multiprocessing.get_context("spawn")
+    go = context.Event()
+    pipes, children = [], []
+    share = records // producers
+    for _ in range(producers):
+        receiving, sending = context.Pipe(duplex=False)
+        child = context.Process(
+            target=_producer_child, args=(conf, topic, share, transactional, go, sending)
+        )
+        child.start()
+        pipes.append(receiving)
+        children.append(child)
+    try:
+        time.sleep(2.0)  # every child imported its client before the clock starts
+        go.set()
+        spans = []
+        for receiving in pipes:
+            if not receiving.poll(CHILD_LIFETIME_S):
+                raise TimeoutError("a producer process did not finish")
+            spans.append(receiving.recv())
+    finally:
+        for child in children:
+            child.join(5)
+            if child.is_alive():
+                child.kill()
+    seconds = max(end for _, end in spans) - min(start for start, _ in spans)
+    return {"records_per_s": round(share * producers / seconds), "seconds": round(seconds, 3)}
+
+
+def txn_produce_parallel(
+    nodes: Cluster, admin: Any, records: int, repeats: int, producers: int, timeout: float
+) -> dict:
+    """:func:`txn_produce` with ``producers`` producers of each kind at once."""
+    runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for _ in range(repeats):
+        for transactional in (False, True):
+            topic = create_topic(admin, timeout, "ptxn" if transactional else "pidem")
+            os.sync()
+            cpu = nodes.cpu_seconds()
+            result = produce_parallel(nodes.conf, topic, records, transactional, producers)
             result["broker_cpu_s"] = round(nodes.cpu_seconds() - cpu, 2)
             runs[transactional].append(result)
             delete_topic(admin, topic)
@@ -449,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="bound on every wait (s)")
     parser.add_argument(
         "--only",
-        choices=["produce", "ctp", "read_committed"],
+        choices=["produce", "produce_parallel", "ctp", "read_committed"],
         action="append",
         help="run only these workloads (repeatable; default: all)",
     )
@@ -486,7 +555,7 @@ def _run(work, env, ports, key, args, scale: float, repeats: int) -> None:
         "cpus": os.cpu_count(),
         "pinned": False,
     }
-    wanted = set(args.only or ["produce", "ctp", "read_committed"])
+    wanted = set(args.only or ["produce", "produce_parallel", "ctp", "read_committed"])
     with cluster(work, env, ports, key) as nodes:
         admin = AdminClient(nodes.conf)
         if "produce" in wanted:
@@ -497,6 +566,19 @@ def _run(work, env, ports, key, args, scale: float, repeats: int) -> None:
                 records=records,
                 repeats=repeats,
                 target_ratio=0.5,
+                **common,
+                **result,
+            )
+        if "produce_parallel" in wanted:
+            records = int(PRODUCE_RECORDS * scale)
+            result = txn_produce_parallel(
+                nodes, admin, records, repeats, PARALLEL_PRODUCERS, args.timeout
+            )
+            emit(
+                f"txn_produce_100b_acks_all_rf3_{PARALLEL_PRODUCERS}_producers",
+                records=records,
+                repeats=repeats,
+                producers=PARALLEL_PRODUCERS,
                 **common,
                 **result,
             )

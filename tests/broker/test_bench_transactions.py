@@ -14,6 +14,7 @@ from tests.broker.test_bench_replication import run_bench
 
 WORKLOADS = [
     "txn_produce_100b_acks_all_rf3",
+    "txn_produce_100b_acks_all_rf3_4_producers",
     "consume_transform_produce",
     "read_committed_10pct_aborted",
 ]
@@ -24,11 +25,13 @@ def test_quick_transactions_benchmark_prints_every_workload():
     out, err = run_bench("--quick", module="bench.transactions")
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert [r["workload"] for r in rows] == WORKLOADS, err[-3000:]
-    produce, ctp, committed = rows
+    produce, parallel, ctp, committed = rows
     for row in rows:
         assert (row["brokers"], row["replication_factor"], row["acks"]) == (3, 3, "all")
         assert row["ratio"] > 0
-    assert produce["records_per_s"] > 0 and produce["baseline_idempotent"]["records_per_s"] > 0
+    for run in (produce, parallel):
+        assert run["records_per_s"] > 0 and run["baseline_idempotent"]["records_per_s"] > 0
+    assert parallel["producers"] == 4
     # Every input record went through the loop, in both modes, and reached the reader.
     assert ctp["latency"]["received"] == ctp["latency"]["sent"] > 0
     at_least_once = ctp["baseline_at_least_once"]
