@@ -119,6 +119,7 @@ INSTALLED_APPS = [
     "control_plane.catalog",
     "control_plane.groups",
     "control_plane.transactions",
+    "control_plane.connect",
     "control_plane.controller",
     "control_plane.access",
     "control_plane.audit",

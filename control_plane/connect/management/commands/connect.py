@@ -1,0 +1,64 @@
+"""``manage.py connect --standalone worker.properties connector.properties ...``: a
+Connect worker (Step 14).
+
+Standalone mode runs the connectors of the given config files (Java properties, or JSON
+as ``{"name": ..., "config": {...}}``) in this process and keeps source offsets in the
+worker's ``offset.storage.file.filename``, as Kafka's ``connect-standalone``. The worker
+reaches the brokers with the client settings in its worker config (a service account's
+key: ``sasl.username``/``sasl.password``, or Java's ``sasl.jaas.config``). SIGTERM or
+SIGINT stops the connectors, committing what was delivered. docs/connect.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from data_plane.connect.config import ConfigException
+from data_plane.connect.properties import load_config
+from data_plane.connect.standalone import StandaloneWorker
+
+logger = logging.getLogger("millrace.connect")
+
+
+class Command(BaseCommand):
+    help = "Run a Connect worker."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--standalone",
+            action="store_true",
+            help="one process; connectors from the files given (the only mode so far)",
+        )
+        parser.add_argument("worker_config", help="the worker's properties file")
+        parser.add_argument("connector_configs", nargs="*", help="connector configs")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not options["standalone"]:
+            raise CommandError("only --standalone is available so far")
+        try:
+            worker_config = load_config(Path(options["worker_config"]))
+            connectors = [load_config(Path(p)) for p in options["connector_configs"]]
+            worker = StandaloneWorker(worker_config, connectors)
+        except (OSError, ValueError) as exc:  # ConfigException is a ValueError
+            raise CommandError(str(exc)) from exc
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        try:
+            worker.start()
+        except ConfigException as exc:
+            worker.stop()
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"connect worker ready ({len(connectors)} connectors)")
+        self.stdout.flush()
+        try:
+            stop.wait()
+        finally:
+            worker.stop()
+            self.stdout.write("connect worker stopped")

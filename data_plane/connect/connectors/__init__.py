@@ -1,0 +1,1 @@
+"""The connectors Millrace ships (the only ones hosted tenants may run)."""

@@ -1,0 +1,101 @@
+"""Where source connectors' offsets are kept between runs.
+
+Kafka Connect keys a source offset by the connector's name and the source partition (a
+map the connector chooses, e.g. ``{"filename": "/var/log/app.log"}``) and stores the
+offset map for it. Standalone workers keep them in a local file
+(``offset.storage.file.filename``); distributed workers in the tenant's compacted offsets
+topic (Step 14, later). Keys are serialised as Kafka Connect's JSON converter would:
+``["<connector>", {partition map}]`` with the map's keys sorted, so a partition map
+compares by value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+
+def offset_key(connector: str, partition: Mapping[str, Any]) -> str:
+    return json.dumps([connector, dict(partition)], sort_keys=True, separators=(",", ":"))
+
+
+class OffsetStore(Protocol):
+    def get(self, connector: str, partition: Mapping[str, Any]) -> dict[str, Any] | None: ...
+
+    def put(self, connector: str, offsets: Mapping[str, Mapping[str, Any] | None]) -> None:
+        """``offsets``: partition key (:func:`offset_key`) to offset (None removes it);
+        durable when it returns."""
+
+    def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(partition, offset) pairs of a connector (REST ``GET .../offsets``)."""
+
+
+class FileOffsetStore:
+    """A JSON file, rewritten whole through a temporary file, fsync and rename, so a
+    crash leaves either the old offsets or the new ones. Thread-safe."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._data: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            loaded = json.loads(path.read_text() or "{}")
+            if not isinstance(loaded, dict):
+                raise ValueError(f"{path}: not an offsets file")
+            self._data = loaded
+
+    def get(self, connector: str, partition: Mapping[str, Any]) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._data.get(offset_key(connector, partition))
+            return dict(found) if found is not None else None
+
+    def put(self, connector: str, offsets: Mapping[str, Mapping[str, Any] | None]) -> None:
+        if not offsets:
+            return
+        with self._lock:
+            for key, offset in offsets.items():
+                if json.loads(key)[0] != connector:
+                    raise ValueError(f"offset key {key} is not of connector {connector!r}")
+                if offset is None:
+                    self._data.pop(key, None)
+                else:
+                    self._data[key] = dict(offset)
+            self._write()
+
+    def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        with self._lock:
+            found = []
+            for key, offset in sorted(self._data.items()):
+                name, partition = json.loads(key)
+                if name == connector:
+                    found.append((partition, dict(offset)))
+            return found
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(self._data, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        directory = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+class MemoryOffsetStore(FileOffsetStore):
+    """The same, kept in memory only (tests, validation runs)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._data = {}
+
+    def _write(self) -> None:
+        pass
