@@ -10,7 +10,8 @@ from pathlib import Path
 
 from data_plane.connect.config import ConfigException
 from data_plane.connect.offsets import FileOffsetStore
-from data_plane.connect.worker import Status, Worker
+from data_plane.connect.tasks import Status
+from data_plane.connect.worker import Worker
 
 logger = logging.getLogger(__name__)
 
@@ -38,14 +39,16 @@ class StandaloneWorker:
 
     @staticmethod
     def _report(connector: str, task: int, status: Status) -> None:
+        what = f"task {connector}-{task}" if task >= 0 else f"connector {connector}"
         if status.trace:
-            logger.error("task %s-%d is %s: %s", connector, task, status.state.value, status.trace)
+            logger.error("%s is %s: %s", what, status.state.value, status.trace)
         else:
-            logger.info("task %s-%d is %s", connector, task, status.state.value)
+            logger.info("%s is %s", what, status.state.value)
 
     def start(self) -> None:
         for config in self.connectors:
-            self.worker.start_connector(config)
+            for task_id, task_config in enumerate(self.worker.start_connector(config)):
+                self.worker.start_task(config["name"], task_id, config, task_config)
             logger.info("connector %s started", config["name"])
 
     def stop(self) -> None:

@@ -14,7 +14,8 @@ from data_plane.connect.data import STRING_SCHEMA, ConnectRecord
 from data_plane.connect.errors import ErrorPolicy, ToleranceExceeded, ToleranceOperator
 from data_plane.connect.offsets import FileOffsetStore, offset_key
 from data_plane.connect.properties import load_config, parse_properties
-from data_plane.connect.worker import SubmittedRecords, client_config, validate_connector_config
+from data_plane.connect.tasks import SubmittedRecords, client_config
+from data_plane.connect.worker import validate_connector_config
 
 
 def test_properties_as_java_reads_them() -> None:

@@ -1,5 +1,10 @@
-"""``manage.py connect --standalone worker.properties connector.properties ...``: a
+"""``manage.py connect [--standalone] worker.properties [connector.properties ...]``: a
 Connect worker (Step 14).
+
+Distributed mode (the default) joins the Connect cluster named by the worker config's
+``group.id`` and shares its connectors with the other workers; their configs, offsets
+and statuses live in the cluster's topics (``config.storage.topic`` etc.), created on
+first start.
 
 Standalone mode runs the connectors of the given config files (Java properties, or JSON
 as ``{"name": ..., "config": {...}}``) in this process and keeps source offsets in the
@@ -20,6 +25,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from data_plane.connect.config import ConfigException
+from data_plane.connect.distributed import DistributedHerder
 from data_plane.connect.properties import load_config
 from data_plane.connect.standalone import StandaloneWorker
 
@@ -33,14 +39,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--standalone",
             action="store_true",
-            help="one process; connectors from the files given (the only mode so far)",
+            help="one process; connectors from the files given",
         )
         parser.add_argument("worker_config", help="the worker's properties file")
         parser.add_argument("connector_configs", nargs="*", help="connector configs")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["standalone"]:
-            raise CommandError("only --standalone is available so far")
+            self._distributed(options)
+            return
         try:
             worker_config = load_config(Path(options["worker_config"]))
             connectors = [load_config(Path(p)) for p in options["connector_configs"]]
@@ -62,3 +69,30 @@ class Command(BaseCommand):
         finally:
             worker.stop()
             self.stdout.write("connect worker stopped")
+
+    def _distributed(self, options: dict[str, Any]) -> None:
+        if options["connector_configs"]:
+            raise CommandError(
+                "a distributed worker takes connectors from its cluster's config topic, "
+                "not from files (use --standalone for that)"
+            )
+        try:
+            worker_config = load_config(Path(options["worker_config"]))
+            herder = DistributedHerder(worker_config)
+        except (OSError, ValueError) as exc:
+            raise CommandError(str(exc)) from exc
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        runner = threading.Thread(target=herder.run, args=(stop,), name="herder")
+        runner.start()
+        while not herder.ready.wait(0.2):
+            if not runner.is_alive():
+                raise CommandError("the worker stopped before it joined its cluster")
+        self.stdout.write(
+            f"connect worker {herder.worker_id} ready in cluster {herder.config['group.id']}"
+        )
+        self.stdout.flush()
+        while runner.is_alive():
+            runner.join(0.5)
+        self.stdout.write("connect worker stopped")

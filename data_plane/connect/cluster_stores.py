@@ -1,0 +1,246 @@
+"""A distributed Connect cluster's state in three compacted topics, in Kafka Connect's
+formats (JSON values, as its JsonConverter writes them without schemas):
+
+* configs: ``connector-<name>`` → ``{"properties": {...}}``; ``task-<name>-<n>`` →
+  ``{"properties": {...}}``; ``commit-<name>`` → ``{"tasks": N}`` (the task configs
+  written before it take effect together, only once it is read); ``target-state-<name>``
+  → ``{"state": "STARTED" | "PAUSED" | "STOPPED"}``; a null value deletes.
+* offsets: ``["<connector>", {partition}]`` → the source offset (``null``: reset).
+* status: ``status-connector-<name>`` and ``status-task-<name>-<n>`` →
+  ``{"state", "trace", "worker_id", "generation"}``.
+
+Each store keeps its topic's current view in memory (:class:`~data_plane.connect.
+kafka_log.KafkaBasedLog` feeds it) and writes through the topic, so every worker sees
+the same history in the same order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from data_plane.connect.kafka_log import KafkaBasedLog
+from data_plane.connect.offsets import offset_key
+
+logger = logging.getLogger(__name__)
+
+TARGET_STATES = ("STARTED", "PAUSED", "STOPPED")
+_TASK_KEY = re.compile(r"^task-(.+)-(\d+)$")
+
+
+def _json(value: bytes | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def _encode(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """A snapshot of the configs topic as far as it was read (``offset``: records seen)."""
+
+    offset: int
+    connectors: dict[str, dict[str, str]]
+    tasks: dict[str, list[dict[str, str]]]  # committed task configs per connector
+    target_states: dict[str, str]
+
+    def target_state(self, name: str) -> str:
+        return self.target_states.get(name, "STARTED")
+
+
+class ConfigStore:
+    def __init__(self, log_factory: Callable[[Callable[..., None]], KafkaBasedLog]) -> None:
+        self._lock = threading.Lock()
+        self._connectors: dict[str, dict[str, str]] = {}
+        self._pending_tasks: dict[str, dict[int, dict[str, str]]] = {}
+        self._tasks: dict[str, list[dict[str, str]]] = {}
+        self._targets: dict[str, str] = {}
+        self._seen = 0
+        self.listeners: list[Callable[[], None]] = []
+        self.log = log_factory(self._on_record)
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.log.start(timeout)
+
+    def stop(self) -> None:
+        self.log.stop()
+
+    def _on_record(self, key: bytes | None, value: bytes | None, _p: int, _o: int) -> None:
+        if key is None:
+            return
+        name = key.decode("utf-8", errors="replace")
+        data = _json(value)
+        with self._lock:
+            self._seen += 1
+            if name.startswith("connector-"):
+                connector = name[len("connector-") :]
+                if data is None:
+                    self._connectors.pop(connector, None)
+                    self._tasks.pop(connector, None)
+                    self._pending_tasks.pop(connector, None)
+                elif isinstance(data.get("properties"), dict):
+                    self._connectors[connector] = {
+                        str(k): str(v) for k, v in data["properties"].items()
+                    }
+            elif name.startswith("target-state-"):
+                connector = name[len("target-state-") :]
+                state = data.get("state") if isinstance(data, dict) else None
+                if state in TARGET_STATES:
+                    self._targets[connector] = state
+                else:
+                    self._targets.pop(connector, None)
+            elif name.startswith("commit-"):
+                connector = name[len("commit-") :]
+                count = data.get("tasks") if isinstance(data, dict) else None
+                pending = self._pending_tasks.pop(connector, {})
+                if isinstance(count, int) and all(i in pending for i in range(count)):
+                    self._tasks[connector] = [pending[i] for i in range(count)]
+                else:
+                    logger.warning("configs: commit of %s without its task configs", connector)
+            elif (found := _TASK_KEY.match(name)) is not None:
+                connector, index = found.group(1), int(found.group(2))
+                if isinstance(data, dict) and isinstance(data.get("properties"), dict):
+                    self._pending_tasks.setdefault(connector, {})[index] = {
+                        str(k): str(v) for k, v in data["properties"].items()
+                    }
+        for listener in list(self.listeners):
+            listener()
+
+    def snapshot(self) -> ClusterConfig:
+        with self._lock:
+            return ClusterConfig(
+                self._seen,
+                {k: dict(v) for k, v in self._connectors.items()},
+                {k: [dict(t) for t in v] for k, v in self._tasks.items()},
+                dict(self._targets),
+            )
+
+    # --- writes (the REST API, the leader) --------------------------------------------------
+
+    def put_connector(self, name: str, config: Mapping[str, str]) -> None:
+        self.log.send(f"connector-{name}".encode(), _encode({"properties": dict(config)}))
+
+    def remove_connector(self, name: str) -> None:
+        self.log.send(f"connector-{name}".encode(), None)
+        self.log.send(f"target-state-{name}".encode(), None)
+
+    def put_target_state(self, name: str, state: str) -> None:
+        if state not in TARGET_STATES:
+            raise ValueError(f"target state {state!r}")
+        self.log.send(f"target-state-{name}".encode(), _encode({"state": state}))
+
+    def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
+        """The task configs, then the commit that makes them one change."""
+        for i, config in enumerate(configs):
+            self.log.send(f"task-{name}-{i}".encode(), _encode({"properties": config}), wait=False)
+        self.log.send(f"commit-{name}".encode(), _encode({"tasks": len(configs)}))
+
+
+class TopicOffsetStore:
+    """Source offsets in the offsets topic (the worker's :class:`OffsetStore`)."""
+
+    def __init__(self, log_factory: Callable[[Callable[..., None]], KafkaBasedLog]) -> None:
+        self._lock = threading.Lock()
+        self._data: dict[str, dict[str, Any]] = {}
+        self.log = log_factory(self._on_record)
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.log.start(timeout)
+
+    def stop(self) -> None:
+        self.log.stop()
+
+    def _on_record(self, key: bytes | None, value: bytes | None, _p: int, _o: int) -> None:
+        parsed = _json(key)
+        if not (isinstance(parsed, list) and len(parsed) == 2 and isinstance(parsed[1], dict)):
+            return
+        canonical = offset_key(str(parsed[0]), parsed[1])
+        offset = _json(value)
+        with self._lock:
+            if isinstance(offset, dict):
+                self._data[canonical] = offset
+            else:
+                self._data.pop(canonical, None)
+
+    def get(self, connector: str, partition: Mapping[str, Any]) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._data.get(offset_key(connector, partition))
+            return dict(found) if found is not None else None
+
+    def put(self, connector: str, offsets: Mapping[str, Mapping[str, Any] | None]) -> None:
+        for key, offset in offsets.items():
+            if json.loads(key)[0] != connector:
+                raise ValueError(f"offset key {key} is not of connector {connector!r}")
+            value = None if offset is None else _encode(dict(offset))
+            self.log.send(key.encode(), value, wait=False)
+        self.log.flush()  # durable when this returns
+
+    def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        with self._lock:
+            found = []
+            for key, offset in sorted(self._data.items()):
+                name, partition = json.loads(key)
+                if name == connector:
+                    found.append((partition, dict(offset)))
+            return found
+
+
+class StatusStore:
+    """Connector and task statuses in the status topic; the latest per key in memory."""
+
+    def __init__(self, log_factory: Callable[[Callable[..., None]], KafkaBasedLog]) -> None:
+        self._lock = threading.Lock()
+        self._data: dict[str, dict[str, Any]] = {}
+        self.log = log_factory(self._on_record)
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.log.start(timeout)
+
+    def stop(self) -> None:
+        self.log.stop()
+
+    def _on_record(self, key: bytes | None, value: bytes | None, _p: int, _o: int) -> None:
+        if key is None:
+            return
+        data = _json(value)
+        with self._lock:
+            if isinstance(data, dict):
+                self._data[key.decode("utf-8", errors="replace")] = data
+            else:
+                self._data.pop(key.decode("utf-8", errors="replace"), None)
+
+    def put(self, connector: str, task: int, state: str, worker_id: str, trace: str | None,
+            generation: int) -> None:  # fmt: skip
+        key = f"status-connector-{connector}" if task < 0 else f"status-task-{connector}-{task}"
+        value = {"state": state, "trace": trace, "worker_id": worker_id, "generation": generation}
+        self.log.send(key.encode(), _encode(value), wait=False)
+
+    def remove(self, connector: str, tasks: int) -> None:
+        self.log.send(f"status-connector-{connector}".encode(), None, wait=False)
+        for i in range(tasks):
+            self.log.send(f"status-task-{connector}-{i}".encode(), None, wait=False)
+
+    def connector(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._data.get(f"status-connector-{name}")
+            return dict(found) if found is not None else None
+
+    def tasks(self, name: str) -> dict[int, dict[str, Any]]:
+        prefix = f"status-task-{name}-"
+        with self._lock:
+            found = {}
+            for key, value in self._data.items():
+                if key.startswith(prefix) and key[len(prefix) :].isdigit():
+                    found[int(key[len(prefix) :])] = dict(value)
+            return found
