@@ -399,6 +399,9 @@ MILLRACE_REPLICA_FETCH_WAIT_MS = envint("MILLRACE_REPLICA_FETCH_WAIT_MS", 500, m
 MILLRACE_OFFSETS_RETENTION_MINUTES = envint("MILLRACE_OFFSETS_RETENTION_MINUTES", 10_080, minimum=1)
 # Lag history for the console's charts: one sample per group partition every interval,
 # kept for the window.
+# Connect (docs/connect.md): file connectors configured over the REST API may only use files
+# under <this>/<tenant slug>.
+MILLRACE_CONNECT_FILE_ROOT = envpath("MILLRACE_CONNECT_FILE_ROOT", DATA_DIR / "connect-files")
 # The data API (REST produce/consume, WebSocket streams; docs/streams.md).
 MILLRACE_REST_MAX_BODY_BYTES = envint("MILLRACE_REST_MAX_BODY_BYTES", 8 * 2**20, minimum=1024)
 MILLRACE_REST_MAX_RECORDS = envint("MILLRACE_REST_MAX_RECORDS", 10_000, minimum=1)

@@ -62,7 +62,18 @@ def call_and_check(case, caller):
     if "tenant_slug" in (case.path_parameters or {}):
         case.path_parameters["tenant_slug"] = "acme"
     response = case.call(headers=caller["headers"], cookies=caller["cookies"])
+    if _no_broker(case, response):
+        return
     case.validate_response(response, checks=[not_a_server_error])
+
+
+def _no_broker(case, response) -> bool:
+    """The Connect API reads and writes the tenant's Connect topics on the brokers, and no
+    broker runs here: its one 5xx answer allowed is the documented 503 saying so (its
+    behaviour with brokers is tested in tests/broker/test_connect_rest.py)."""
+    if "/connect/" not in case.path or response.status_code != 503:
+        return False
+    return response.json() == {"error_code": 503, "message": "no broker is running"}
 
 
 FUZZ = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))

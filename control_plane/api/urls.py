@@ -4,6 +4,7 @@ from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from control_plane.api import cluster, views
+from control_plane.connect import urls as connect_urls
 from control_plane.streams import views as data
 
 TENANT = r"tenants/(?P<tenant_slug>[a-z0-9-]+)"
@@ -60,5 +61,7 @@ urlpatterns = [
         data.ConsumerCommitView.as_view(),
         name="consumer-commit",
     ),
+    # Kafka Connect's REST API (control_plane.connect).
+    *connect_urls.urlpatterns,
     *router.urls,
 ]

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 TARGET_STATES = ("STARTED", "PAUSED", "STOPPED")
 _TASK_KEY = re.compile(r"^task-(.+)-(\d+)$")
+_RESTART_TASK_KEY = re.compile(r"^restart-task-(.+)-(\d+)$")
 
 
 def _json(value: bytes | None) -> Any:
@@ -44,6 +45,18 @@ def _json(value: bytes | None) -> Any:
 
 def _encode(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartRequest:
+    """``restart-connector-<name>`` (Kafka's KIP-745 record) or, Millrace's own,
+    ``restart-task-<name>-<n>``: restart the connector (and with ``include_tasks`` its
+    tasks; with ``only_failed`` only what failed), or one task."""
+
+    connector: str
+    task: int | None = None
+    include_tasks: bool = False
+    only_failed: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,10 +81,20 @@ class ConfigStore:
         self._targets: dict[str, str] = {}
         self._seen = 0
         self.listeners: list[Callable[[], None]] = []
+        # Restart requests written after this store was read to its end (older ones are
+        # history: they were acted on when they were new).
+        self.restarts: list[RestartRequest] = []
+        self._started = False
         self.log = log_factory(self._on_record)
 
     def start(self, timeout: float = 30.0) -> None:
         self.log.start(timeout)
+        self._started = True
+
+    def take_restarts(self) -> list[RestartRequest]:
+        with self._lock:
+            taken, self.restarts = self.restarts, []
+            return taken
 
     def stop(self) -> None:
         self.log.stop()
@@ -108,6 +131,18 @@ class ConfigStore:
                     self._tasks[connector] = [pending[i] for i in range(count)]
                 else:
                     logger.warning("configs: commit of %s without its task configs", connector)
+            elif name.startswith("restart-connector-"):
+                if self._started and isinstance(data, dict):
+                    self.restarts.append(
+                        RestartRequest(
+                            name[len("restart-connector-") :],
+                            include_tasks=bool(data.get("include-tasks")),
+                            only_failed=bool(data.get("only-failed")),
+                        )
+                    )
+            elif (found := _RESTART_TASK_KEY.match(name)) is not None:
+                if self._started:
+                    self.restarts.append(RestartRequest(found.group(1), int(found.group(2))))
             elif (found := _TASK_KEY.match(name)) is not None:
                 connector, index = found.group(1), int(found.group(2))
                 if isinstance(data, dict) and isinstance(data.get("properties"), dict):
@@ -139,6 +174,14 @@ class ConfigStore:
         if state not in TARGET_STATES:
             raise ValueError(f"target state {state!r}")
         self.log.send(f"target-state-{name}".encode(), _encode({"state": state}))
+
+    def request_restart(self, request: RestartRequest) -> None:
+        if request.task is None:
+            value = {"include-tasks": request.include_tasks, "only-failed": request.only_failed}
+            self.log.send(f"restart-connector-{request.connector}".encode(), _encode(value))
+        else:
+            key = f"restart-task-{request.connector}-{request.task}"
+            self.log.send(key.encode(), _encode({}))
 
     def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         """The task configs, then the commit that makes them one change."""
@@ -244,3 +287,31 @@ class StatusStore:
                 if key.startswith(prefix) and key[len(prefix) :].isdigit():
                     found[int(key[len(prefix) :])] = dict(value)
             return found
+
+
+def ensure_cluster_topics(
+    client: Mapping[str, Any], topics: Mapping[str, tuple[int, int]], timeout: float = 30.0
+) -> list[str]:
+    """Create the Connect cluster's topics that do not exist yet, compacted, as Kafka
+    Connect does (``topics``: name → (partitions, replication factor, -1 for the
+    cluster's default)); the names created. Losing a creation race to another worker is
+    fine."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient(dict[str, Any](client))
+    existing = admin.list_topics(timeout=timeout).topics
+    wanted = [
+        NewTopic(name, partitions, replication, config={"cleanup.policy": "compact"})
+        for name, (partitions, replication) in topics.items()
+        if name not in existing
+    ]
+    created = []
+    for topic, future in admin.create_topics(wanted).items() if wanted else ():
+        try:
+            future.result(timeout)
+            created.append(topic)
+            logger.info("created the Connect topic %s", topic)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+    return created

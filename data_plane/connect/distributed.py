@@ -47,8 +47,10 @@ from data_plane.connect.assignor import (
 from data_plane.connect.cluster_stores import (
     ClusterConfig,
     ConfigStore,
+    RestartRequest,
     StatusStore,
     TopicOffsetStore,
+    ensure_cluster_topics,
 )
 from data_plane.connect.config import (
     ConfigDef,
@@ -152,33 +154,24 @@ class DistributedHerder:
     # --- the loop ---------------------------------------------------------------------------
 
     def ensure_topics(self, timeout: float = 30.0) -> None:
-        """Create the cluster's three topics, compacted, where they do not exist yet (as
-        Kafka Connect does); the config topic has one partition, so its order is total."""
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-        admin = AdminClient(dict[str, Any](self.client))
-        existing = admin.list_topics(timeout=timeout).topics
-        wanted = [
-            NewTopic(
-                self.config[f"{kind}.storage.topic"],
-                1 if kind == "config" else self.config[f"{kind}.storage.partitions"],
-                self.config[f"{kind}.storage.replication.factor"],
-                config={"cleanup.policy": "compact"},
-            )
-            for kind in ("config", "offset", "status")
-            if self.config[f"{kind}.storage.topic"] not in existing
-        ]
-        if not wanted:
-            return
-        for topic, future in admin.create_topics(wanted).items():
-            try:
-                future.result(timeout)
-                logger.info("created the Connect topic %s", topic)
-            except Exception as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise ConfigException(
-                        f"{topic}", f"the Connect topic could not be created: {exc}"
-                    ) from exc
+        ensure_cluster_topics(
+            self.client,
+            {
+                self.config["config.storage.topic"]: (
+                    1,
+                    self.config["config.storage.replication.factor"],
+                ),
+                self.config["offset.storage.topic"]: (
+                    self.config["offset.storage.partitions"],
+                    self.config["offset.storage.replication.factor"],
+                ),
+                self.config["status.storage.topic"]: (
+                    self.config["status.storage.partitions"],
+                    self.config["status.storage.replication.factor"],
+                ),
+            },
+            timeout,
+        )
 
     def run(self, stop: threading.Event) -> None:
         self.ensure_topics()
@@ -335,6 +328,8 @@ class DistributedHerder:
     def _reconcile(self) -> bool:
         """Act on config changes; True if the leader must start a new round."""
         snapshot = self.configs.snapshot()
+        for request in self.configs.take_restarts():
+            self._restart(request, snapshot)
         for name in [n for n, _ in self.owned if _ == CONNECTOR]:
             config = snapshot.connectors.get(name)
             state = snapshot.target_state(name)
@@ -365,6 +360,27 @@ class DistributedHerder:
                     task.pause() if state == "PAUSED" else task.resume()
         self._targets = dict(snapshot.target_states)
         return self.leader and self._wanted(snapshot) != self._assigned_wanted
+
+    def _restart(self, request: RestartRequest, snapshot: ClusterConfig) -> None:
+        """Restart what this worker runs of ``request`` (Kafka's restart semantics)."""
+        name = request.connector
+
+        def failed(task_id: int) -> bool:
+            if task_id == CONNECTOR:
+                status = self.statuses.connector(name)
+            else:
+                status = self.statuses.tasks(name).get(task_id)
+            return status is not None and status.get("state") == State.FAILED.value
+
+        if request.task is None and (name, CONNECTOR) in self.owned:
+            if not request.only_failed or failed(CONNECTOR):
+                self.worker.stop_connector(name, with_tasks=False)
+                self._start_connector(name, snapshot)
+        for item in sorted(i for i in self.owned if i[0] == name and i[1] != CONNECTOR):
+            wanted = item[1] == request.task if request.task is not None else request.include_tasks
+            if wanted and (request.task is not None or not request.only_failed or failed(item[1])):
+                self.worker.stop_tasks([item])
+                self._start_task(item, snapshot)
 
     def _status(self, connector: str, task: int, status: Status) -> None:
         try:

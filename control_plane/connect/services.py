@@ -1,0 +1,237 @@
+"""A tenant's Connect cluster as the REST API sees it: read from and written to the
+cluster's compacted topics over the Kafka protocol, as the caller.
+
+The web tier acts as the calling API key (or as a console member, through the console
+principal), so the key's ACLs decide what it may see and change, exactly as for a Kafka
+client writing those topics. The cluster is Kafka Connect's default one in the tenant:
+group ``connect-cluster``, topics ``connect-configs``, ``connect-offsets`` and
+``connect-status`` (the names Kafka's sample ``connect-distributed.properties`` uses), so
+workers started with those settings run what the API configures.
+
+Each request reads the topics it needs to their end (a few hundred milliseconds): the
+web tier holds no Connect state between requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from control_plane.streams.kafka import Delegation, bootstrap_servers
+from data_plane import internal_auth
+from data_plane.connect.cluster_stores import (
+    ConfigStore,
+    StatusStore,
+    TopicOffsetStore,
+    ensure_cluster_topics,
+)
+from data_plane.connect.config import ConfigException
+from data_plane.connect.connectors.file import (
+    FileStreamSinkConnector,
+    FileStreamSourceConnector,
+    resolve,
+)
+from data_plane.connect.kafka_log import KafkaBasedLog, LogError
+from data_plane.connect.plugins import PLUGINS, connector_class, plugin_name
+from data_plane.connect.worker import CONNECTOR_CONFIG, SINK_CONFIG, validate_connector_config
+
+GROUP = "connect-cluster"
+FILE_CONNECTORS = (FileStreamSourceConnector, FileStreamSinkConnector)
+CONFIGS, OFFSETS, STATUS = "connect-configs", "connect-offsets", "connect-status"
+READ_TIMEOUT_S = 15.0
+
+
+class ConnectError(Exception):
+    """An answer in Kafka Connect's error shape: ``{"error_code", "message"}``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def client_conf(who: Delegation) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": ",".join(bootstrap_servers()),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": internal_auth.MECHANISM,
+        "sasl.username": who.username,
+        "sasl.password": internal_auth.password(settings.MILLRACE_INTERNAL_SECRET),
+        "client.id": f"millrace-web-connect/{who.key_id}",
+    }
+
+
+def file_root(tenant_slug: str) -> str:
+    return str(Path(settings.MILLRACE_CONNECT_FILE_ROOT) / tenant_slug)
+
+
+def _factory(conf: dict[str, Any], topic: str) -> Any:
+    return lambda callback: KafkaBasedLog(topic, conf, callback, name="millrace-web")
+
+
+def _missing(exc: LogError) -> bool:
+    return "absent" in str(exc) or "UNKNOWN_TOPIC" in str(exc)
+
+
+@contextlib.contextmanager
+def _opened(store: Any) -> Iterator[Any]:
+    try:
+        store.start(READ_TIMEOUT_S)
+    except LogError as exc:
+        store.stop()
+        if _missing(exc):
+            yield None
+            return
+        raise ConnectError(403 if "AUTHORIZATION" in str(exc) else 500, str(exc)) from exc
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+class Cluster:
+    """One request's view of the tenant's Connect cluster."""
+
+    def __init__(self, who: Delegation) -> None:
+        self.who = who
+        self.conf = client_conf(who)
+
+    # --- reads --------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def configs(self) -> Iterator[ConfigStore | None]:
+        with _opened(ConfigStore(_factory(self.conf, CONFIGS))) as store:
+            yield store
+
+    @contextlib.contextmanager
+    def statuses(self) -> Iterator[StatusStore | None]:
+        with _opened(StatusStore(_factory(self.conf, STATUS))) as store:
+            yield store
+
+    @contextlib.contextmanager
+    def offsets(self) -> Iterator[TopicOffsetStore | None]:
+        with _opened(TopicOffsetStore(_factory(self.conf, OFFSETS))) as store:
+            yield store
+
+    @contextlib.contextmanager
+    def writable_configs(self) -> Iterator[ConfigStore]:
+        """The configs topic, created (with the other two) if the cluster has none yet."""
+        try:
+            ensure_cluster_topics(self.conf, {CONFIGS: (1, -1), OFFSETS: (25, -1), STATUS: (5, -1)})
+        except Exception as exc:
+            raise ConnectError(
+                403 if "AUTHORIZATION" in str(exc) else 500,
+                f"the Connect cluster's topics could not be created: {exc}",
+            ) from exc
+        with self.configs() as store:
+            if store is None:
+                raise ConnectError(500, f"topic {CONFIGS} is not readable yet; try again")
+            yield store
+
+
+# --- the answers ---------------------------------------------------------------------------
+
+
+def connector_type(config: Mapping[str, str]) -> str:
+    try:
+        return connector_class(config.get("connector.class", "")).kind
+    except ConfigException:
+        return "unknown"
+
+
+def connector_info(name: str, config: Mapping[str, str], tasks: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "config": {**config, "name": name},
+        "tasks": [{"connector": name, "task": i} for i in range(tasks)],
+        "type": connector_type(config),
+    }
+
+
+def connector_status(
+    name: str, config: Mapping[str, str], statuses: StatusStore | None, tasks: int
+) -> dict[str, Any]:
+    def state(found: Mapping[str, Any] | None) -> dict[str, Any]:
+        if not found:
+            return {"state": "UNASSIGNED", "worker_id": ""}
+        out = {"state": found.get("state", "UNASSIGNED"), "worker_id": found.get("worker_id", "")}
+        if found.get("trace"):
+            out["trace"] = found["trace"]
+        return out
+
+    task_statuses = statuses.tasks(name) if statuses is not None else {}
+    return {
+        "name": name,
+        "connector": state(statuses.connector(name) if statuses is not None else None),
+        "tasks": [{"id": i, **state(task_statuses.get(i))} for i in range(tasks)],
+        "type": connector_type(config),
+    }
+
+
+def validation_errors(config: Mapping[str, str], tenant_slug: str) -> dict[str, list[str]]:
+    return validate_connector_config(config, {"file.root": file_root(tenant_slug)})
+
+
+def placed(config: dict[str, str], tenant_slug: str) -> dict[str, str]:
+    """A valid config as stored: a file connector's ``file`` made absolute inside the
+    tenant's directory (``MILLRACE_CONNECT_FILE_ROOT/<tenant>``), so every worker reads
+    the name the same way."""
+    if connector_class(config["connector.class"]) in FILE_CONNECTORS and config.get("file"):
+        Path(file_root(tenant_slug)).mkdir(parents=True, exist_ok=True)
+        config = {**config, "file": resolve(config["file"].strip(), file_root(tenant_slug))}
+    return config
+
+
+def invalid_message(errors: Mapping[str, list[str]]) -> str:
+    count = sum(len(v) for v in errors.values())
+    lines = [
+        f"{key}: {message}" for key, messages in sorted(errors.items()) for message in messages
+    ]
+    return (
+        f"Connector configuration is invalid and contains the following {count} error(s):\n"
+        + "\n".join(lines)
+        + "\nYou can also find the above list of errors at the endpoint "
+        "`/connector-plugins/{connectorType}/config/validate`"
+    )
+
+
+def validate_plugin(plugin: str, config: Mapping[str, str], tenant_slug: str) -> dict[str, Any]:
+    """Kafka Connect's ``PUT /connector-plugins/{plugin}/config/validate`` answer."""
+    try:
+        full = plugin_name(plugin)
+    except ConfigException as exc:
+        raise ConnectError(404, exc.message) from exc
+    kind = PLUGINS[full]
+    config = {**config, "connector.class": config.get("connector.class") or full}
+    errors = validation_errors(config, tenant_slug)
+    definition = CONNECTOR_CONFIG.merged(kind.config_def)
+    if kind.kind == "sink":
+        definition = definition.merged(SINK_CONFIG)
+    entries = definition.validate(config)
+    for entry in entries:
+        entry["value"]["errors"] = errors.pop(entry["definition"]["name"], [])
+    for key, messages in sorted(errors.items()):  # transforms and checks across keys
+        entries.append(
+            {
+                "definition": {"name": key},
+                "value": {
+                    "name": key,
+                    "value": config.get(key),
+                    "recommended_values": [],
+                    "errors": messages,
+                    "visible": True,
+                },
+            }
+        )
+    return {
+        "name": full,
+        "error_count": sum(len(e["value"]["errors"]) for e in entries),
+        "groups": sorted(
+            {e["definition"]["group"] for e in entries if e["definition"].get("group")}
+        ),
+        "configs": entries,
+    }

@@ -1,0 +1,420 @@
+"""Kafka Connect's REST API under each tenant's API: ``/api/v1/tenants/{t}/connect/...``.
+
+The paths and bodies are Kafka Connect's (``/connectors``, ``/connectors/{name}/config``,
+``/status``, ``/restart``, ``/pause``, ``/resume``, ``/stop``, ``/tasks``,
+``/connector-plugins``, ``.../config/validate``), with or without a trailing slash, so
+tools written for Kafka Connect work with the tenant's base URL. Errors are Kafka
+Connect's too: ``{"error_code": <HTTP status>, "message": "..."}``.
+
+API keys act as themselves on the cluster's topics (their ACLs: Read on
+``connect-configs`` and ``connect-status`` to look, Write on ``connect-configs`` to
+change, Create on the three topics for a tenant's first connector); members act through
+the console principal (viewers look, developers and up change).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import exceptions
+from rest_framework import serializers as drf
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from control_plane.access.caller import Access, resolve_access
+from control_plane.access.policy import Need
+from control_plane.connect import services
+from control_plane.connect.services import CONFIGS, STATUS, Cluster, ConnectError
+from control_plane.core.errors import ServiceError
+from control_plane.streams.kafka import Delegation
+from data_plane.acl import Operation, ResourceType
+from data_plane.connect.cluster_stores import RestartRequest
+from data_plane.connect.plugins import plugins_json
+
+TOPIC = ResourceType.TOPIC
+OBJECT = OpenApiTypes.OBJECT
+ERROR = inline_serializer(
+    "ConnectError",
+    {"error_code": drf.IntegerField(), "message": drf.CharField()},
+)
+TARGET = {"pause": "PAUSED", "resume": "STARTED", "stop": "STOPPED"}
+
+
+def _bool(request: Request, name: str) -> bool:
+    return str(request.query_params.get(name, "false")).lower() == "true"
+
+
+class ConnectView(APIView):
+    """Resolves the caller and answers errors in Kafka Connect's shape."""
+
+    access: Access
+    who: Delegation
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        self.access = resolve_access(request, kwargs["tenant_slug"])
+        if self.access.api_key is not None:
+            self.who = Delegation(self.access.tenant.slug, self.access.api_key.key_id)
+        else:
+            self.who = Delegation.console(self.access.tenant.slug, request.user.pk)
+
+    @property
+    def cluster(self) -> Cluster:
+        """The tenant's Connect cluster (reached only by actions that need the brokers)."""
+        return Cluster(self.who)
+
+    def can(self, write: bool, *topics: str) -> None:
+        role = "developer" if write else "viewer"
+        operation = Operation.WRITE if write else Operation.READ
+        for topic in topics:
+            self.access.require(Need(role, operation, TOPIC), resource_name=topic)
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, ConnectError):
+            return Response({"error_code": exc.status, "message": exc.message}, status=exc.status)
+        if isinstance(exc, ServiceError):
+            return Response({"error_code": exc.status, "message": exc.message}, status=exc.status)
+        if isinstance(exc, exceptions.APIException):
+            status = exc.status_code
+            detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+            response = Response({"error_code": status, "message": detail}, status=status)
+            if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+                header = self.get_authenticate_header(self.request)
+                if header:
+                    response["WWW-Authenticate"] = header
+            return response
+        raise exc
+
+    def body(self, request: Request) -> dict[str, Any]:
+        if not isinstance(request.data, dict):
+            raise ConnectError(400, "the body must be a JSON object")
+        return dict(request.data)
+
+    def _not_found(self, name: str) -> ConnectError:
+        return ConnectError(404, f"Connector {name} not found")
+
+
+def _string_config(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise ConnectError(400, "config must be a JSON object of strings")
+    out = {}
+    for key, value in raw.items():
+        if value is None:
+            raise ConnectError(400, f"config value of {key!r} is null")
+        out[str(key)] = value if isinstance(value, str) else _json_scalar(value)
+    return out
+
+
+def _json_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    raise ConnectError(400, f"config values are strings, not {type(value).__name__}")
+
+
+class ConnectorsView(ConnectView):
+    @extend_schema(
+        operation_id="connect_connectors_list",
+        summary="List connectors (`?expand=status`, `?expand=info`)",
+        tags=["connect"],
+        responses={200: OBJECT, 403: ERROR},
+    )
+    def get(self, request: Request, tenant_slug: str) -> Response:
+        self.can(False, CONFIGS)
+        expand = request.query_params.getlist("expand")
+        with self.cluster.configs() as store:
+            snapshot = store.snapshot() if store is not None else None
+        names = sorted(snapshot.connectors) if snapshot is not None else []
+        if not expand:
+            return Response(names)
+        assert snapshot is not None or not names
+        statuses_needed = "status" in expand
+        if statuses_needed:
+            self.can(False, STATUS)
+        answer: dict[str, Any] = {}
+        with self.cluster.statuses() as statuses:
+            for name in names:
+                assert snapshot is not None
+                config = snapshot.connectors[name]
+                tasks = len(snapshot.tasks.get(name, []))
+                entry: dict[str, Any] = {}
+                if "info" in expand:
+                    entry["info"] = services.connector_info(name, config, tasks)
+                if statuses_needed:
+                    entry["status"] = services.connector_status(name, config, statuses, tasks)
+                answer[name] = entry
+        return Response(answer)
+
+    @extend_schema(
+        operation_id="connect_connectors_create",
+        summary='Create a connector: `{"name", "config"}`',
+        tags=["connect"],
+        request=OBJECT,
+        responses={201: OBJECT, 400: ERROR, 409: ERROR},
+    )
+    def post(self, request: Request, tenant_slug: str) -> Response:
+        self.can(True, CONFIGS)
+        body = self.body(request)
+        name = body.get("name") or (body.get("config") or {}).get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ConnectError(400, "the connector needs a name")
+        name = name.strip()
+        if "/" in name or len(name) > 249:
+            raise ConnectError(400, f"connector name {name!r} is not valid")
+        config = _string_config(body.get("config") or {})
+        config["name"] = name
+        errors = services.validation_errors(config, tenant_slug)
+        if errors:
+            raise ConnectError(400, services.invalid_message(errors))
+        config = services.placed(config, tenant_slug)
+        with self.cluster.writable_configs() as store:
+            if name in store.snapshot().connectors:
+                raise ConnectError(409, f"Connector {name} already exists")
+            store.put_connector(name, config)
+        return Response(services.connector_info(name, config, 0), status=201)
+
+
+class OneConnectorView(ConnectView):
+    """The views of one connector (no HTTP methods here: each view has only its own)."""
+
+    def _config(self, name: str) -> tuple[dict[str, str], int]:
+        with self.cluster.configs() as store:
+            snapshot = store.snapshot() if store is not None else None
+        if snapshot is None or name not in snapshot.connectors:
+            raise self._not_found(name)
+        return snapshot.connectors[name], len(snapshot.tasks.get(name, []))
+
+
+class ConnectorView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_connector_get",
+        summary="A connector: name, config, tasks, type",
+        tags=["connect"],
+        responses={200: OBJECT, 404: ERROR},
+    )
+    def get(self, request: Request, tenant_slug: str, name: str) -> Response:
+        self.can(False, CONFIGS)
+        config, tasks = self._config(name)
+        return Response(services.connector_info(name, config, tasks))
+
+    @extend_schema(
+        operation_id="connect_connector_delete",
+        summary="Delete a connector",
+        tags=["connect"],
+        responses={204: None, 404: ERROR},
+    )
+    def delete(self, request: Request, tenant_slug: str, name: str) -> Response:
+        self.can(True, CONFIGS)
+        with self.cluster.configs() as store:
+            if store is None or name not in store.snapshot().connectors:
+                raise self._not_found(name)
+            store.remove_connector(name)
+        return Response(status=204)
+
+
+class ConnectorConfigView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_connector_config_get",
+        summary="A connector's config",
+        tags=["connect"],
+        responses={200: OBJECT, 404: ERROR},
+    )
+    def get(self, request: Request, tenant_slug: str, name: str) -> Response:
+        self.can(False, CONFIGS)
+        config, _ = self._config(name)
+        return Response({**config, "name": name})
+
+    def _write(self, name: str, config: dict[str, str], tenant_slug: str) -> Response:
+        config["name"] = name
+        errors = services.validation_errors(config, tenant_slug)
+        if errors:
+            raise ConnectError(400, services.invalid_message(errors))
+        config = services.placed(config, tenant_slug)
+        with self.cluster.writable_configs() as store:
+            snapshot = store.snapshot()
+            created = name not in snapshot.connectors
+            store.put_connector(name, config)
+        tasks = 0 if created else len(snapshot.tasks.get(name, []))
+        return Response(
+            services.connector_info(name, config, tasks), status=201 if created else 200
+        )
+
+    @extend_schema(
+        operation_id="connect_connector_config_put",
+        summary="Create or replace a connector's config",
+        tags=["connect"],
+        request=OBJECT,
+        responses={200: OBJECT, 201: OBJECT, 400: ERROR},
+    )
+    def put(self, request: Request, tenant_slug: str, name: str) -> Response:
+        self.can(True, CONFIGS)
+        config = _string_config(self.body(request))
+        if config.get("name", name) != name:
+            raise ConnectError(400, f"the config's name {config['name']!r} is not {name!r}")
+        return self._write(name, config, tenant_slug)
+
+    @extend_schema(
+        operation_id="connect_connector_config_patch",
+        summary="Change some keys of a connector's config (null removes a key)",
+        tags=["connect"],
+        request=OBJECT,
+        responses={200: OBJECT, 400: ERROR, 404: ERROR},
+    )
+    def patch(self, request: Request, tenant_slug: str, name: str) -> Response:
+        """KIP-477: keys set are changed, keys set to null are removed."""
+        self.can(True, CONFIGS)
+        config, _ = self._config(name)
+        for key, value in self.body(request).items():
+            if value is None:
+                config.pop(str(key), None)
+            else:
+                config[str(key)] = value if isinstance(value, str) else _json_scalar(value)
+        return self._write(name, config, tenant_slug)
+
+
+class ConnectorStatusView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_connector_status",
+        summary="A connector's and its tasks' states and workers",
+        tags=["connect"],
+        responses={200: OBJECT, 404: ERROR},
+    )
+    def get(self, request: Request, tenant_slug: str, name: str) -> Response:
+        self.can(False, CONFIGS, STATUS)
+        config, tasks = self._config(name)
+        with self.cluster.statuses() as statuses:
+            return Response(services.connector_status(name, config, statuses, tasks))
+
+
+class ConnectorStateView(OneConnectorView):
+    """``PUT /connectors/{name}/pause``, ``/resume`` and ``/stop``: 202, no body."""
+
+    @extend_schema(
+        operation_id="connect_connector_state",
+        summary="Pause, resume or stop a connector",
+        tags=["connect"],
+        request=None,
+        responses={202: None, 404: ERROR},
+    )
+    def put(self, request: Request, tenant_slug: str, name: str, action: str) -> Response:
+        self.can(True, CONFIGS)
+        with self.cluster.configs() as store:
+            if store is None or name not in store.snapshot().connectors:
+                raise self._not_found(name)
+            store.put_target_state(name, TARGET[action])
+        return Response(status=202)
+
+
+class ConnectorRestartView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_connector_restart",
+        summary="Restart a connector (`includeTasks`, `onlyFailed`)",
+        tags=["connect"],
+        request=None,
+        responses={202: OBJECT, 204: None, 404: ERROR},
+    )
+    def post(self, request: Request, tenant_slug: str, name: str) -> Response:
+        self.can(True, CONFIGS)
+        include_tasks, only_failed = _bool(request, "includeTasks"), _bool(request, "onlyFailed")
+        with self.cluster.configs() as store:
+            if store is None or name not in store.snapshot().connectors:
+                raise self._not_found(name)
+            snapshot = store.snapshot()
+            store.request_restart(RestartRequest(name, None, include_tasks, only_failed))
+        if not include_tasks and not only_failed:
+            return Response(status=204)
+        config, tasks = snapshot.connectors[name], len(snapshot.tasks.get(name, []))
+        with self.cluster.statuses() as statuses:
+            status = services.connector_status(name, config, statuses, tasks)
+        restarting = [status["connector"], *status["tasks"]]
+        for entry in restarting:
+            if not only_failed or entry["state"] == "FAILED":
+                entry["state"] = "RESTARTING"
+        return Response(status, status=202)
+
+
+class TasksView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_connector_tasks",
+        summary="A connector's task configs",
+        tags=["connect"],
+        responses={200: OBJECT, 404: ERROR},
+    )
+    def get(self, request: Request, tenant_slug: str, name: str) -> Response:
+        self.can(False, CONFIGS)
+        with self.cluster.configs() as store:
+            snapshot = store.snapshot() if store is not None else None
+        if snapshot is None or name not in snapshot.connectors:
+            raise self._not_found(name)
+        return Response(
+            [
+                {"id": {"connector": name, "task": i}, "config": config}
+                for i, config in enumerate(snapshot.tasks.get(name, []))
+            ]
+        )
+
+
+class TaskStatusView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_task_status",
+        summary="A task's state and worker",
+        tags=["connect"],
+        responses={200: OBJECT, 404: ERROR},
+    )
+    def get(self, request: Request, tenant_slug: str, name: str, task: str) -> Response:
+        self.can(False, CONFIGS, STATUS)
+        config, tasks = self._config(name)
+        if int(task) >= tasks:
+            raise ConnectError(404, f"Task {name}-{task} not found")
+        with self.cluster.statuses() as statuses:
+            status = services.connector_status(name, config, statuses, tasks)
+        return Response(status["tasks"][int(task)])
+
+
+class TaskRestartView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_task_restart",
+        summary="Restart a task",
+        tags=["connect"],
+        request=None,
+        responses={204: None, 404: ERROR},
+    )
+    def post(self, request: Request, tenant_slug: str, name: str, task: str) -> Response:
+        self.can(True, CONFIGS)
+        with self.cluster.configs() as store:
+            snapshot = store.snapshot() if store is not None else None
+            if snapshot is None or name not in snapshot.connectors:
+                raise self._not_found(name)
+            if int(task) >= len(snapshot.tasks.get(name, [])):
+                raise ConnectError(404, f"Task {name}-{task} not found")
+            assert store is not None
+            store.request_restart(RestartRequest(name, int(task)))
+        return Response(status=204)
+
+
+class PluginsView(ConnectView):
+    @extend_schema(
+        operation_id="connect_plugins",
+        summary="The connector plugins",
+        tags=["connect"],
+        responses={200: OBJECT},
+    )
+    def get(self, request: Request, tenant_slug: str) -> Response:
+        return Response(plugins_json())
+
+
+class ValidateView(ConnectView):
+    @extend_schema(
+        operation_id="connect_plugin_validate",
+        summary="Validate a connector config: every key's errors",
+        tags=["connect"],
+        request=OBJECT,
+        responses={200: OBJECT, 404: ERROR},
+    )
+    def put(self, request: Request, tenant_slug: str, plugin: str) -> Response:
+        config = _string_config(self.body(request))
+        return Response(services.validate_plugin(plugin, config, tenant_slug))

@@ -1,0 +1,211 @@
+"""Kafka Connect's REST API under a tenant's API, against a broker and a distributed
+worker process running the tenant's default Connect cluster (``connect-cluster``,
+``connect-configs`` ...): what the API writes, the worker runs, and what the worker
+reports, the API shows. Keys act as themselves: their ACLs decide."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.broker.conftest import ROOT, confluent_conf
+from tests.broker.test_clients import topic_name
+from tests.broker.test_connect_standalone import _create, _wait_lines
+from tests.conftest import key_client
+
+# The worker (another process) must see what the API writes, so the test commits; the
+# database is flushed after it, which is why the module holds one test.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _key_hashes(settings):
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.Argon2PasswordHasher",
+        *settings.PASSWORD_HASHERS,
+    ]
+
+
+def _worker(kafka, tmp: Path) -> subprocess.Popen[bytes]:
+    key = kafka.admin_a
+    properties = tmp / "worker.properties"
+    properties.write_text(
+        f"bootstrap.servers={kafka.bootstrap}\n"
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+        f"sasl.username={key.key_id}\nsasl.password={key.secret}\n"
+        # Kafka's sample connect-distributed.properties names: the REST API's cluster.
+        "group.id=connect-cluster\nconfig.storage.topic=connect-configs\n"
+        "offset.storage.topic=connect-offsets\nstatus.storage.topic=connect-status\n"
+        "heartbeat.interval.ms=500\nsession.timeout.ms=3000\n"
+        "scheduled.rebalance.max.delay.ms=1000\noffset.flush.interval.ms=500\n"
+        "key.converter=org.apache.kafka.connect.storage.StringConverter\n"
+        "value.converter=org.apache.kafka.connect.storage.StringConverter\n"
+    )
+    log = tmp / "worker.log"
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "connect", str(properties)],
+        cwd=ROOT,
+        env=kafka.env,
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while "ready in cluster" not in log.read_text():
+        assert process.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
+    return process
+
+
+def _history(kafka, key: str) -> list[str]:
+    """The states the status topic recorded for ``key``, oldest first."""
+    import json
+
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        confluent_conf(kafka, kafka.admin_a)
+        | {"group.id": f"history-{time.monotonic_ns()}", "auto.offset.reset": "earliest",
+           "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.subscribe(["connect-status"])
+    states: list[str] = []
+    quiet_until = time.monotonic() + 5
+    while time.monotonic() < quiet_until:
+        for m in consumer.consume(200, 0.3):
+            if m.error() is None and m.key() == key.encode() and m.value():
+                states.append(json.loads(m.value())["state"])
+            quiet_until = min(quiet_until, time.monotonic() + 1.0)
+    consumer.close()
+    return states
+
+
+def _until(check, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"not reached in {timeout} s: {last!r}")
+
+
+def test_connectors_over_rest_run_on_the_worker_and_report_back(kafka, tmp_path, settings):
+    from confluent_kafka import Producer
+
+    settings.MILLRACE_CONNECT_FILE_ROOT = str(tmp_path / "files")
+    files = tmp_path / "files" / kafka.tenant_a
+    files.mkdir(parents=True)
+    topic = topic_name("rest-sink")
+    _create(kafka, topic)
+    api = key_client(kafka.admin_a.key_id, kafka.admin_a.secret)
+    base = f"/api/v1/tenants/{kafka.tenant_a}/connect"
+
+    plugins = api.get(f"{base}/connector-plugins").json()
+    assert {"class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "type": "sink",
+            "version": "1.0"} in plugins  # fmt: skip
+    checked = api.put(
+        f"{base}/connector-plugins/FileStreamSource/config/validate",
+        {"name": "x", "file": "in.txt"},
+        format="json",
+    ).json()
+    assert checked["name"] == "org.apache.kafka.connect.file.FileStreamSourceConnector"
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in checked["configs"]}
+    assert errors["topic"] == ["missing required configuration"] and errors["file"] == []
+    assert checked["error_count"] == 1
+
+    # Refused before anything is written: errors name the key; a file outside the
+    # tenant's directory is refused too.
+    outside = {"connector.class": "FileStreamSink", "file": "/etc/passwd", "topics": topic}
+    bad = api.post(f"{base}/connectors", {"name": "out", "config": outside}, format="json")
+    assert bad.status_code == 400
+    assert bad.json()["error_code"] == 400 and "file:" in bad.json()["message"]
+    assert api.get(f"{base}/connectors").json() == []
+
+    worker = _worker(kafka, tmp_path)
+    try:
+        out = files / "out.txt"
+        config = {"connector.class": "FileStreamSink", "file": str(out), "topics": topic}
+        created = api.post(f"{base}/connectors", {"name": "out", "config": config}, format="json")
+        assert created.status_code == 201, created.content
+        assert created.json() == {"name": "out", "config": {**config, "name": "out"},
+                                  "tasks": [], "type": "sink"}  # fmt: skip
+        again = api.post(f"{base}/connectors", {"name": "out", "config": config}, format="json")
+        assert again.status_code == 409 and again.json()["error_code"] == 409
+
+        def running(count: int = 1):
+            status = api.get(f"{base}/connectors/out/status").json()
+            ok = status["connector"]["state"] == "RUNNING" and len(status["tasks"]) == count
+            return status if ok and all(t["state"] == "RUNNING" for t in status["tasks"]) else None
+
+        status = _until(running)
+        assert status["type"] == "sink" and status["tasks"][0]["worker_id"]
+        producer = Producer(confluent_conf(kafka, kafka.admin_a))
+        for i in range(20):
+            producer.produce(topic, f"v{i}".encode())
+        producer.flush(30)
+        assert _wait_lines(out, 20) == [f"v{i}" for i in range(20)]
+
+        listed = api.get(f"{base}/connectors?expand=status&expand=info").json()
+        assert listed["out"]["info"]["tasks"] == [{"connector": "out", "task": 0}]
+        assert listed["out"]["status"]["connector"]["state"] == "RUNNING"
+
+        # Pause and resume: the worker's tasks report it.
+        assert api.put(f"{base}/connectors/out/pause").status_code == 202
+        _until(lambda: api.get(f"{base}/connectors/out/status").json()["tasks"][0]["state"]
+               == "PAUSED")  # fmt: skip
+        assert api.put(f"{base}/connectors/out/resume").status_code == 202
+        _until(running)
+
+        # PATCH (KIP-477): two tasks now.
+        patched = api.patch(f"{base}/connectors/out/config", {"tasks.max": "2"}, format="json")
+        assert patched.status_code == 200 and patched.json()["config"]["tasks.max"] == "2"
+        _until(lambda: running(2))
+        tasks = api.get(f"{base}/connectors/out/tasks").json()
+        assert [t["id"] for t in tasks] == [{"connector": "out", "task": i} for i in (0, 1)]
+        assert api.get(f"{base}/connectors/out/config").json()["tasks.max"] == "2"
+
+        # Restarts: the worker stops and starts the tasks (their status history shows it).
+        before = _history(kafka, "status-task-out-0")
+        restarted = api.post(f"{base}/connectors/out/restart?includeTasks=true")
+        assert restarted.status_code == 202
+        assert {t["state"] for t in restarted.json()["tasks"]} == {"RESTARTING"}
+        _until(lambda: _history(kafka, "status-task-out-0")[len(before):][-2:]
+               == ["UNASSIGNED", "RUNNING"])  # fmt: skip
+        before = _history(kafka, "status-task-out-1")
+        assert api.post(f"{base}/connectors/out/tasks/1/restart").status_code == 204
+        _until(lambda: _history(kafka, "status-task-out-1")[len(before):][-2:]
+               == ["UNASSIGNED", "RUNNING"])  # fmt: skip
+        _until(lambda: running(2))
+        assert api.get(f"{base}/connectors/out/tasks/7/status").status_code == 404
+
+        # Keys act as themselves: a key that may not read the Connect topics is refused,
+        # and another tenant's key does not see this tenant.
+        reader = key_client(kafka.reader_a.key_id, kafka.reader_a.secret)
+        refused = reader.get(f"{base}/connectors")
+        assert refused.status_code == 403 and refused.json()["error_code"] == 403
+        outsider = key_client(kafka.admin_b.key_id, kafka.admin_b.secret)
+        assert outsider.get(f"{base}/connectors").status_code == 404
+
+        # Delete: gone from the API and from the worker.
+        assert api.delete(f"{base}/connectors/out").status_code == 204
+        missing = api.get(f"{base}/connectors/out")
+        assert missing.status_code == 404
+        assert missing.json() == {"error_code": 404, "message": "Connector out not found"}
+        time.sleep(2)
+        producer.produce(topic, b"after-delete")
+        producer.flush(30)
+        time.sleep(2)
+        assert "after-delete" not in out.read_text()
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
