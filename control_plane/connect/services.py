@@ -26,7 +26,6 @@ from data_plane import internal_auth
 from data_plane.connect.cluster_stores import (
     ConfigStore,
     StatusStore,
-    TopicOffsetStore,
     ensure_cluster_topics,
 )
 from data_plane.connect.config import ConfigException
@@ -110,11 +109,6 @@ class Cluster:
     @contextlib.contextmanager
     def statuses(self) -> Iterator[StatusStore | None]:
         with _opened(StatusStore(_factory(self.conf, STATUS))) as store:
-            yield store
-
-    @contextlib.contextmanager
-    def offsets(self) -> Iterator[TopicOffsetStore | None]:
-        with _opened(TopicOffsetStore(_factory(self.conf, OFFSETS))) as store:
             yield store
 
     @contextlib.contextmanager

@@ -14,6 +14,8 @@ the console principal (viewers look, developers and up change).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -31,7 +33,7 @@ from control_plane.connect.services import CONFIGS, STATUS, Cluster, ConnectErro
 from control_plane.core.errors import ServiceError
 from control_plane.streams.kafka import Delegation
 from data_plane.acl import Operation, ResourceType
-from data_plane.connect.cluster_stores import RestartRequest
+from data_plane.connect.cluster_stores import ClusterConfig, ConfigStore, RestartRequest
 from data_plane.connect.plugins import plugins_json
 
 TOPIC = ResourceType.TOPIC
@@ -181,12 +183,18 @@ class ConnectorsView(ConnectView):
 class OneConnectorView(ConnectView):
     """The views of one connector (no HTTP methods here: each view has only its own)."""
 
-    def _config(self, name: str) -> tuple[dict[str, str], int]:
+    @contextlib.contextmanager
+    def _existing(self, name: str) -> Iterator[tuple[ConfigStore, ClusterConfig]]:
+        """The configs topic and its snapshot, with the connector in it (else 404)."""
         with self.cluster.configs() as store:
             snapshot = store.snapshot() if store is not None else None
-        if snapshot is None or name not in snapshot.connectors:
-            raise self._not_found(name)
-        return snapshot.connectors[name], len(snapshot.tasks.get(name, []))
+            if store is None or snapshot is None or name not in snapshot.connectors:
+                raise self._not_found(name)
+            yield store, snapshot
+
+    def _config(self, name: str) -> tuple[dict[str, str], int]:
+        with self._existing(name) as (_, snapshot):
+            return snapshot.connectors[name], len(snapshot.tasks.get(name, []))
 
 
 class ConnectorView(OneConnectorView):
@@ -209,9 +217,7 @@ class ConnectorView(OneConnectorView):
     )
     def delete(self, request: Request, tenant_slug: str, name: str) -> Response:
         self.can(True, CONFIGS)
-        with self.cluster.configs() as store:
-            if store is None or name not in store.snapshot().connectors:
-                raise self._not_found(name)
+        with self._existing(name) as (store, _):
             store.remove_connector(name)
         return Response(status=204)
 
@@ -302,9 +308,7 @@ class ConnectorStateView(OneConnectorView):
     )
     def put(self, request: Request, tenant_slug: str, name: str, action: str) -> Response:
         self.can(True, CONFIGS)
-        with self.cluster.configs() as store:
-            if store is None or name not in store.snapshot().connectors:
-                raise self._not_found(name)
+        with self._existing(name) as (store, _):
             store.put_target_state(name, TARGET[action])
         return Response(status=202)
 
@@ -320,10 +324,7 @@ class ConnectorRestartView(OneConnectorView):
     def post(self, request: Request, tenant_slug: str, name: str) -> Response:
         self.can(True, CONFIGS)
         include_tasks, only_failed = _bool(request, "includeTasks"), _bool(request, "onlyFailed")
-        with self.cluster.configs() as store:
-            if store is None or name not in store.snapshot().connectors:
-                raise self._not_found(name)
-            snapshot = store.snapshot()
+        with self._existing(name) as (store, snapshot):
             store.request_restart(RestartRequest(name, None, include_tasks, only_failed))
         if not include_tasks and not only_failed:
             return Response(status=204)
@@ -346,15 +347,10 @@ class TasksView(OneConnectorView):
     )
     def get(self, request: Request, tenant_slug: str, name: str) -> Response:
         self.can(False, CONFIGS)
-        with self.cluster.configs() as store:
-            snapshot = store.snapshot() if store is not None else None
-        if snapshot is None or name not in snapshot.connectors:
-            raise self._not_found(name)
+        with self._existing(name) as (_, snapshot):
+            configs = snapshot.tasks.get(name, [])
         return Response(
-            [
-                {"id": {"connector": name, "task": i}, "config": config}
-                for i, config in enumerate(snapshot.tasks.get(name, []))
-            ]
+            [{"id": {"connector": name, "task": i}, "config": c} for i, c in enumerate(configs)]
         )
 
 
@@ -385,13 +381,9 @@ class TaskRestartView(OneConnectorView):
     )
     def post(self, request: Request, tenant_slug: str, name: str, task: str) -> Response:
         self.can(True, CONFIGS)
-        with self.cluster.configs() as store:
-            snapshot = store.snapshot() if store is not None else None
-            if snapshot is None or name not in snapshot.connectors:
-                raise self._not_found(name)
+        with self._existing(name) as (store, snapshot):
             if int(task) >= len(snapshot.tasks.get(name, [])):
                 raise ConnectError(404, f"Task {name}-{task} not found")
-            assert store is not None
             store.request_restart(RestartRequest(name, int(task)))
         return Response(status=204)
 

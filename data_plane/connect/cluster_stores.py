@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from data_plane.connect.kafka_log import KafkaBasedLog
-from data_plane.connect.offsets import offset_key
+from data_plane.connect.offsets import OffsetReads, offset_key
 
 logger = logging.getLogger(__name__)
 
@@ -190,8 +190,8 @@ class ConfigStore:
         self.log.send(f"commit-{name}".encode(), _encode({"tasks": len(configs)}))
 
 
-class TopicOffsetStore:
-    """Source offsets in the offsets topic (the worker's :class:`OffsetStore`)."""
+class _LatestPerKey:
+    """A topic's latest JSON object per key, kept in memory (a null value removes it)."""
 
     def __init__(self, log_factory: Callable[[Callable[..., None]], KafkaBasedLog]) -> None:
         self._lock = threading.Lock()
@@ -204,22 +204,30 @@ class TopicOffsetStore:
     def stop(self) -> None:
         self.log.stop()
 
+    def _key(self, key: bytes) -> str | None:
+        """The key as stored (None: not one of this store's records)."""
+        return key.decode("utf-8", errors="replace")
+
     def _on_record(self, key: bytes | None, value: bytes | None, _p: int, _o: int) -> None:
+        name = self._key(key) if key is not None else None
+        if name is None:
+            return
+        data = _json(value)
+        with self._lock:
+            if isinstance(data, dict):
+                self._data[name] = data
+            else:
+                self._data.pop(name, None)
+
+
+class TopicOffsetStore(OffsetReads, _LatestPerKey):
+    """Source offsets in the offsets topic (the worker's :class:`OffsetStore`)."""
+
+    def _key(self, key: bytes) -> str | None:
         parsed = _json(key)
         if not (isinstance(parsed, list) and len(parsed) == 2 and isinstance(parsed[1], dict)):
-            return
-        canonical = offset_key(str(parsed[0]), parsed[1])
-        offset = _json(value)
-        with self._lock:
-            if isinstance(offset, dict):
-                self._data[canonical] = offset
-            else:
-                self._data.pop(canonical, None)
-
-    def get(self, connector: str, partition: Mapping[str, Any]) -> dict[str, Any] | None:
-        with self._lock:
-            found = self._data.get(offset_key(connector, partition))
-            return dict(found) if found is not None else None
+            return None
+        return offset_key(str(parsed[0]), parsed[1])
 
     def put(self, connector: str, offsets: Mapping[str, Mapping[str, Any] | None]) -> None:
         for key, offset in offsets.items():
@@ -229,39 +237,9 @@ class TopicOffsetStore:
             self.log.send(key.encode(), value, wait=False)
         self.log.flush()  # durable when this returns
 
-    def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        with self._lock:
-            found = []
-            for key, offset in sorted(self._data.items()):
-                name, partition = json.loads(key)
-                if name == connector:
-                    found.append((partition, dict(offset)))
-            return found
 
-
-class StatusStore:
+class StatusStore(_LatestPerKey):
     """Connector and task statuses in the status topic; the latest per key in memory."""
-
-    def __init__(self, log_factory: Callable[[Callable[..., None]], KafkaBasedLog]) -> None:
-        self._lock = threading.Lock()
-        self._data: dict[str, dict[str, Any]] = {}
-        self.log = log_factory(self._on_record)
-
-    def start(self, timeout: float = 30.0) -> None:
-        self.log.start(timeout)
-
-    def stop(self) -> None:
-        self.log.stop()
-
-    def _on_record(self, key: bytes | None, value: bytes | None, _p: int, _o: int) -> None:
-        if key is None:
-            return
-        data = _json(value)
-        with self._lock:
-            if isinstance(data, dict):
-                self._data[key.decode("utf-8", errors="replace")] = data
-            else:
-                self._data.pop(key.decode("utf-8", errors="replace"), None)
 
     def put(self, connector: str, task: int, state: str, worker_id: str, trace: str | None,
             generation: int) -> None:  # fmt: skip

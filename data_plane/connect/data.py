@@ -266,23 +266,6 @@ def _fits(schema: Schema, value: Any, label: str) -> bool:
     return False  # pragma: no cover
 
 
-def infer_schema(value: Any) -> Schema | None:
-    """The schema of a schemaless value where one is unambiguous (primitives), else None."""
-    if isinstance(value, bool):
-        return BOOLEAN_SCHEMA
-    if isinstance(value, int):
-        return INT64_SCHEMA
-    if isinstance(value, float):
-        return FLOAT64_SCHEMA
-    if isinstance(value, str):
-        return STRING_SCHEMA
-    if isinstance(value, bytes):
-        return BYTES_SCHEMA
-    if isinstance(value, Struct):
-        return value.schema
-    return None
-
-
 Header = tuple[str, bytes | None]
 
 

@@ -34,7 +34,28 @@ class OffsetStore(Protocol):
         """(partition, offset) pairs of a connector (REST ``GET .../offsets``)."""
 
 
-class FileOffsetStore:
+class OffsetReads:
+    """Reads of offsets kept in ``_data`` (offset key → offset) under ``_lock``."""
+
+    _lock: threading.Lock
+    _data: dict[str, dict[str, Any]]
+
+    def get(self, connector: str, partition: Mapping[str, Any]) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._data.get(offset_key(connector, partition))
+            return dict(found) if found is not None else None
+
+    def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        with self._lock:
+            found = []
+            for key, offset in sorted(self._data.items()):
+                name, partition = json.loads(key)
+                if name == connector:
+                    found.append((partition, dict(offset)))
+            return found
+
+
+class FileOffsetStore(OffsetReads):
     """A JSON file, rewritten whole through a temporary file, fsync and rename, so a
     crash leaves either the old offsets or the new ones. Thread-safe."""
 
@@ -47,11 +68,6 @@ class FileOffsetStore:
             if not isinstance(loaded, dict):
                 raise ValueError(f"{path}: not an offsets file")
             self._data = loaded
-
-    def get(self, connector: str, partition: Mapping[str, Any]) -> dict[str, Any] | None:
-        with self._lock:
-            found = self._data.get(offset_key(connector, partition))
-            return dict(found) if found is not None else None
 
     def put(self, connector: str, offsets: Mapping[str, Mapping[str, Any] | None]) -> None:
         if not offsets:
@@ -66,15 +82,6 @@ class FileOffsetStore:
                     self._data[key] = dict(offset)
             self._write()
 
-    def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        with self._lock:
-            found = []
-            for key, offset in sorted(self._data.items()):
-                name, partition = json.loads(key)
-                if name == connector:
-                    found.append((partition, dict(offset)))
-            return found
-
     def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
@@ -88,14 +95,3 @@ class FileOffsetStore:
             os.fsync(directory)
         finally:
             os.close(directory)
-
-
-class MemoryOffsetStore(FileOffsetStore):
-    """The same, kept in memory only (tests, validation runs)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._data = {}
-
-    def _write(self) -> None:
-        pass

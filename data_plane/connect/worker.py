@@ -18,7 +18,6 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from data_plane.connect.api import (
     Connector,
@@ -215,12 +214,6 @@ class Worker:
         for task in stopping:
             task.stop()
 
-    def restart_task(self, name: str, task_id: int) -> None:
-        with self._lock:
-            old = self.tasks[(name, task_id)]
-        self.stop_tasks([(name, task_id)])
-        self.start_task(name, task_id, old.connector_config, old.task_config)
-
     def pause(self, name: str) -> None:
         with self._lock:
             if name in self.connectors:
@@ -247,25 +240,3 @@ class Worker:
     def _report(self, name: str, task_id: int, status: Status) -> None:
         if self.on_status is not None:
             self.on_status(name, task_id, status)
-
-    def status(self, name: str) -> dict[str, Any]:
-        """Kafka Connect's ``GET /connectors/{name}/status`` body, as this worker sees it."""
-        with self._lock:
-            running = self.connectors[name]
-            tasks = sorted((k[1], t) for k, t in self.tasks.items() if k[0] == name)
-        return {
-            "name": name,
-            "connector": running.status.as_json(),
-            "tasks": [{"id": i, **t.status.as_json()} for i, t in tasks],
-            "type": running.connector.kind,
-        }
-
-
-def connector_offsets_json(store: OffsetStore, name: str) -> dict[str, Any]:
-    """Kafka Connect's ``GET /connectors/{name}/offsets`` body for a source connector."""
-    return {
-        "offsets": [
-            {"partition": partition, "offset": offset}
-            for partition, offset in store.connector_offsets(name)
-        ]
-    }
