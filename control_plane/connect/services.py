@@ -26,6 +26,7 @@ from data_plane import internal_auth
 from data_plane.connect.cluster_stores import (
     ConfigStore,
     StatusStore,
+    TopicOffsetStore,
     ensure_cluster_topics,
 )
 from data_plane.connect.config import ConfigException
@@ -110,6 +111,35 @@ class Cluster:
     def statuses(self) -> Iterator[StatusStore | None]:
         with _opened(StatusStore(_factory(self.conf, STATUS))) as store:
             yield store
+
+    @contextlib.contextmanager
+    def offsets(self) -> Iterator[TopicOffsetStore | None]:
+        with _opened(TopicOffsetStore(_factory(self.conf, OFFSETS))) as store:
+            yield store
+
+    def sink_offsets(self, connector: str) -> list[dict[str, Any]]:
+        """A sink connector's committed offsets: its consumer group's (KIP-875's shape)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(self.conf)
+        futures = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(f"connect-{connector}")], request_timeout=READ_TIMEOUT_S
+        )
+        try:
+            answer = next(iter(futures.values())).result(READ_TIMEOUT_S)
+        except Exception as exc:
+            raise ConnectError(
+                403 if "AUTHORIZATION" in str(exc) else 500, f"reading the group's offsets: {exc}"
+            ) from exc
+        return [
+            {
+                "partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
+                "offset": {"kafka_offset": tp.offset},
+            }
+            for tp in sorted(answer.topic_partitions, key=lambda t: (t.topic, t.partition))
+            if tp.offset >= 0
+        ]
 
     @contextlib.contextmanager
     def writable_configs(self) -> Iterator[ConfigStore]:

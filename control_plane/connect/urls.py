@@ -16,6 +16,7 @@ ROUTES = [
     (rf"connectors/{NAME}/restart", views.ConnectorRestartView, "connect-connector-restart"),
     (rf"connectors/{NAME}/(?P<action>pause|resume|stop)", views.ConnectorStateView,
      "connect-connector-state"),
+    (rf"connectors/{NAME}/offsets", views.OffsetsView, "connect-connector-offsets"),
     (rf"connectors/{NAME}/tasks", views.TasksView, "connect-tasks"),
     (rf"connectors/{NAME}/tasks/{TASK}/status", views.TaskStatusView, "connect-task-status"),
     (rf"connectors/{NAME}/tasks/{TASK}/restart", views.TaskRestartView, "connect-task-restart"),

@@ -29,7 +29,7 @@ from rest_framework.views import APIView
 from control_plane.access.caller import Access, resolve_access
 from control_plane.access.policy import Need
 from control_plane.connect import services
-from control_plane.connect.services import CONFIGS, STATUS, Cluster, ConnectError
+from control_plane.connect.services import CONFIGS, OFFSETS, STATUS, Cluster, ConnectError
 from control_plane.core.errors import ServiceError
 from control_plane.streams.kafka import Delegation
 from data_plane.acl import Operation, ResourceType
@@ -336,6 +336,29 @@ class ConnectorRestartView(OneConnectorView):
             if not only_failed or entry["state"] == "FAILED":
                 entry["state"] = "RESTARTING"
         return Response(status, status=202)
+
+
+class OffsetsView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_connector_offsets",
+        summary="A connector's committed offsets (KIP-875)",
+        tags=["connect"],
+        responses={200: OBJECT, 404: ERROR},
+    )
+    def get(self, request: Request, tenant_slug: str, name: str) -> Response:
+        """Sources: their offsets in ``connect-offsets``; sinks: their group's."""
+        self.can(False, CONFIGS)
+        config, _ = self._config(name)
+        if services.connector_type(config) == "sink":
+            self.access.require(
+                Need("viewer", Operation.DESCRIBE, ResourceType.GROUP),
+                resource_name=f"connect-{name}",
+            )
+            return Response({"offsets": self.cluster.sink_offsets(name)})
+        self.can(False, OFFSETS)
+        with self.cluster.offsets() as store:
+            found = store.connector_offsets(name) if store is not None else []
+        return Response({"offsets": [{"partition": p, "offset": o} for p, o in found]})
 
 
 class TasksView(OneConnectorView):

@@ -293,9 +293,10 @@ class DistributedHerder:
         config = {**config, "name": name}
         state = snapshot.target_state(name)
         self._running[name] = config
-        if state == "STOPPED":
+        if state == "STOPPED":  # KIP-875: no tasks, and the connector says STOPPED
             if snapshot.tasks.get(name):
                 self.configs.put_task_configs(name, [])
+            self._status(name, CONNECTOR, Status(State.STOPPED, self.worker_id))
             return
         try:
             task_configs = self.worker.start_connector(config, paused=state == "PAUSED")

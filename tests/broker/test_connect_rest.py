@@ -152,6 +152,36 @@ def test_connectors_over_rest_run_on_the_worker_and_report_back(kafka, tmp_path,
         producer.flush(30)
         assert _wait_lines(out, 20) == [f"v{i}" for i in range(20)]
 
+        # KIP-875: a sink's offsets are its group's, committed once the lines are on disk.
+        sink_offsets = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0},
+                                     "offset": {"kafka_offset": 20}}]}  # fmt: skip
+        _until(lambda: api.get(f"{base}/connectors/out/offsets").json() == sink_offsets)
+
+        # A source created with PUT (201): a relative file name is placed in the tenant's
+        # directory; its offsets come from connect-offsets.
+        lines_topic = topic_name("rest-lines")
+        _create(kafka, lines_topic)
+        (files / "in.txt").write_text("a\nb\nc\n")
+        put = api.put(f"{base}/connectors/src/config", {"connector.class": "FileStreamSource",
+                      "file": "in.txt", "topic": lines_topic}, format="json")  # fmt: skip
+        assert put.status_code == 201, put.content
+        assert put.json()["config"]["file"] == str((files / "in.txt").resolve())
+        source_offsets = {"offsets": [{"partition": {"filename": str((files / "in.txt").resolve())},
+                                       "offset": {"position": 6}}]}  # fmt: skip
+        _until(lambda: api.get(f"{base}/connectors/src/offsets").json() == source_offsets)
+        # Stopped (KIP-875): no tasks, and the connector says so; resumed, it runs again.
+        assert api.put(f"{base}/connectors/src/stop").status_code == 202
+        _until(lambda: (lambda s: s["connector"]["state"] == "STOPPED" and s["tasks"] == [])(
+            api.get(f"{base}/connectors/src/status").json()))  # fmt: skip
+        assert api.put(f"{base}/connectors/src/resume").status_code == 202
+        _until(lambda: (lambda s: [t["state"] for t in s["tasks"]] == ["RUNNING"])(
+            api.get(f"{base}/connectors/src/status").json()))  # fmt: skip
+        replaced = api.put(f"{base}/connectors/src/config", {"connector.class": "FileStreamSource",
+                           "file": "in.txt", "topic": lines_topic, "batch.size": "10"},
+                           format="json")  # fmt: skip
+        assert replaced.status_code == 200 and replaced.json()["config"]["batch.size"] == "10"
+        assert "batch.size" in api.get(f"{base}/connectors/src/config").json()
+
         listed = api.get(f"{base}/connectors?expand=status&expand=info").json()
         assert listed["out"]["info"]["tasks"] == [{"connector": "out", "task": 0}]
         assert listed["out"]["status"]["connector"]["state"] == "RUNNING"
