@@ -228,7 +228,8 @@ def test_connectors_over_rest_run_on_the_worker_and_report_back(kafka, tmp_path,
         missing = api.get(f"{base}/connectors/out")
         assert missing.status_code == 404
         assert missing.json() == {"error_code": 404, "message": "Connector out not found"}
-        time.sleep(2)
+        for task in (0, 1):  # the worker stopped both tasks
+            _until(lambda t=task: _history(kafka, f"status-task-out-{t}")[-1:] == ["UNASSIGNED"])
         producer.produce(topic, b"after-delete")
         producer.flush(30)
         time.sleep(2)
