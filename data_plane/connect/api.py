@@ -117,6 +117,10 @@ class SourceTask(abc.ABC):
     def commit(self) -> None:  # noqa: B027 - optional hook
         """Offsets up to here were committed."""
 
+    def committed(self, offsets: Sequence[Mapping[str, Any]]) -> None:  # noqa: B027
+        """These source offsets (one per source partition) were just committed: what a
+        source may now forget upstream (a replication slot's WAL, a queue's messages)."""
+
     def commit_record(self, record: ConnectRecord) -> None:  # noqa: B027 - optional hook
         """``record`` was acknowledged by the brokers (or dropped by a transform)."""
 

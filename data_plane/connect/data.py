@@ -157,6 +157,16 @@ class Struct:
         for name, value in (values or {}).items():
             self.put(name, value)
 
+    @classmethod
+    def trusted(cls, schema: Schema, values: dict[str, Any]) -> Struct:
+        """A struct of values its maker guarantees fit the schema (a connector building
+        many records of one schema); nothing is checked, so a mistake surfaces only in the
+        converter."""
+        made = cls.__new__(cls)
+        made.schema = schema
+        made._values = values
+        return made
+
     def _field(self, name: str) -> Field:
         found = self.schema.field(name)
         if found is None:

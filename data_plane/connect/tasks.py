@@ -373,6 +373,7 @@ class WorkerSourceTask(WorkerTask):
         offsets = self.submitted.committable()
         if offsets:
             self.store.put(self.connector, offsets)
+            self.task.committed(list(offsets.values()))
             self.task.commit()
 
 
