@@ -41,8 +41,10 @@ import decimal
 import json
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol
+
+import orjson
 
 from data_plane.connect.config import (
     ConfigDef,
@@ -187,6 +189,20 @@ def _dumps(node: Any) -> bytes:
         return "".join(out).encode("utf-8")
     except (ValueError, RecursionError) as exc:  # lone surrogates, huge ints, deep nesting
         raise DataException(f"Converting Kafka Connect data to byte[] failed: {exc}") from exc
+
+
+def _fast_dumps(node: Any) -> bytes | None:
+    """``node`` as :func:`_dumps` writes it, by orjson, or None where the two could
+    differ: control characters (Jackson writes ``\\u001F``, orjson ``\\u001f``) and
+    anything orjson refuses (a Decimal, an integer beyond 64 bits, a lone surrogate). The
+    caller keeps floats to the range both spell alike."""
+    try:
+        data = orjson.dumps(node)
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        return None
+    if b"\\u" in data:
+        return None
+    return data
 
 
 def _reject_constant(name: str) -> Any:
@@ -347,18 +363,95 @@ class JsonConverter:
         self.schemas_enable: bool = parsed["schemas.enable"]
         self.numeric_decimals: bool = parsed["decimal.format"].upper() == "NUMERIC"
         self.replace_null_with_default: bool = parsed["replace.null.with.default"]
-        # schemas.cache.size is validated but unused: hashing a Schema (a frozen dataclass,
-        # hashed anew on each call) or a parsed JSON schema costs as much as converting it.
+        # Compiled writers and serialized schemas by the schema's identity (a connector
+        # builds its records on a few schema objects; hashing a Schema, a frozen dataclass
+        # hashed anew on each call, would cost as much as converting the value).
+        # schemas.cache.size bounds it.
+        self._cache_size: int = parsed["schemas.cache.size"]
+        self._writers: dict[int, tuple[Schema, Callable[[Any], Any], bytes]] = {}
+        self._slow = False  # the value needs the exact (slow) writer: see _fast_float
 
     # --- Connect → bytes --------------------------------------------------------------------
 
     def from_connect(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
-        if schema is None and value is None:
-            return None
-        payload = self._to_json(schema, value)
+        if schema is None:
+            if value is None:
+                return None
+            payload = self._schemaless_to_json(value)
+            return _dumps({"schema": None, "payload": payload} if self.schemas_enable else payload)
+        write, schema_json = self._compiled(schema)
+        self._slow = False
+        payload = write(value)
+        body = None if self._slow else _fast_dumps(payload)
+        if body is None:
+            body = _dumps(payload)
         if self.schemas_enable:
-            return _dumps({"schema": self.schema_to_json(schema), "payload": payload})
-        return _dumps(payload)
+            return b'{"schema":' + schema_json + b',"payload":' + body + b"}"
+        return body
+
+    def _compiled(self, schema: Schema) -> tuple[Callable[[Any], Any], bytes]:
+        found = self._writers.get(id(schema))
+        if found is not None and found[0] is schema:
+            return found[1], found[2]
+        if len(self._writers) >= self._cache_size:
+            self._writers.clear()
+        write = self._writer(schema)
+        schema_json = _dumps(self.schema_to_json(schema)) if self.schemas_enable else b""
+        self._writers[id(schema)] = (schema, write, schema_json)
+        return write, schema_json
+
+    def _writer(self, schema: Schema) -> Callable[[Any], Any]:
+        """A function writing values of ``schema`` as :meth:`_to_json` does, faster: the
+        schema's decisions are taken once."""
+        t = schema.type
+        to_json = self._to_json
+        exact: Callable[[Any], Any]
+        if schema.name in _LOGICAL:
+            return lambda value: to_json(schema, value)
+        if schema.default is not None and t is not Type.STRUCT:
+            import dataclasses as _dc
+
+            plain = self._writer(_dc.replace(schema, default=None, optional=True))
+            return lambda value: to_json(schema, None) if value is None else plain(value)
+        if t is Type.STRUCT:
+            fields = [(f.name, self._writer(f.schema)) for f in schema.fields]
+
+            def exact(value: Any) -> Any:
+                if not isinstance(value, Struct) or (
+                    value.schema is not schema and value.schema != schema
+                ):
+                    return to_json(schema, value)  # the null and error cases
+                values = value.values_without_default()
+                return {name: write(values.get(name)) for name, write in fields}
+
+            return exact
+        if t is Type.STRING:
+            return lambda value: value if value.__class__ is str else to_json(schema, value)
+        if t in _INT_BOUNDS:
+            low, high = -_INT_BOUNDS[t], _INT_BOUNDS[t]
+            return lambda value: (
+                value if value.__class__ is int and low <= value < high else to_json(schema, value)
+            )
+        if t is Type.BOOLEAN:
+            return lambda value: value if value.__class__ is bool else to_json(schema, value)
+        if t is Type.FLOAT64:
+
+            def exact(value: Any) -> Any:
+                if value.__class__ is float and (value == 0.0 or 1e-3 <= abs(value) < 1e7):
+                    if value == 0.0 and math.copysign(1.0, value) < 0:
+                        self._slow = True
+                    return value
+                self._slow = True
+                return to_json(schema, value)
+
+            return exact
+
+        def other(value: Any) -> Any:
+            if value is not None and t in (Type.FLOAT32, Type.MAP, Type.ARRAY):
+                self._slow = True  # float32 digits; what a map or an array holds
+            return to_json(schema, value)
+
+        return other
 
     def schema_to_json(self, schema: Schema | None) -> dict[str, Any] | None:
         """``schema`` as the envelope's ``"schema"`` object (None for no schema)."""

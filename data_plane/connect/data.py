@@ -188,6 +188,10 @@ class Struct:
         self._field(name)
         return self._values.get(name)
 
+    def values_without_default(self) -> Mapping[str, Any]:
+        """The values set, by field name (read-only; a converter's fast path)."""
+        return self._values
+
     def validate(self) -> None:
         """Every field holds a value its schema allows (required ones set)."""
         for field in self.schema.fields:

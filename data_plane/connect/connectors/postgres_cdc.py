@@ -183,17 +183,22 @@ class _Table:
 
     def row(self, values: Sequence[Any], partial: bool = False) -> Struct:
         """The value struct of a tuple (``partial``: only the key columns were sent)."""
-        out: dict[str, Any] = {}
-        for i, (name, text, convert) in enumerate(zip(self.names, values, self.converters,
-                                                      strict=True)):  # fmt: skip
-            if text is None:
-                out[name] = self._fills[i] if partial else None
-            elif text is pgoutput.UNCHANGED:
-                kind = self.value_schema.fields[i].schema.type
-                out[name] = PLACEHOLDER if kind is Type.STRING else self._fills[i]
-            else:
-                out[name] = convert(text)
-        return Struct.trusted(self.value_schema, out)
+        if len(values) != len(self.names):
+            raise ConnectException(f"{self.topic}: a row of {len(values)} columns, expected "
+                                   f"{len(self.names)}")  # fmt: skip
+        converted = [
+            convert(text) if text.__class__ is str else self._special(i, text, partial)
+            for i, (text, convert) in enumerate(zip(values, self.converters, strict=True))
+        ]
+        return Struct.trusted(self.value_schema, dict(zip(self.names, converted, strict=True)))
+
+    def _special(self, index: int, text: Any, partial: bool) -> Any:
+        if text is None:
+            return self._fills[index] if partial else None
+        if text is pgoutput.UNCHANGED:
+            kind = self.value_schema.fields[index].schema.type
+            return PLACEHOLDER if kind is Type.STRING else self._fills[index]
+        return self.converters[index](text)  # binary values
 
     def key(self, row: Struct) -> Struct | None:
         if self.key_schema is None:
