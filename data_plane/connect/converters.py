@@ -209,9 +209,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_DECODER = json.JSONDecoder(parse_float=decimal.Decimal, parse_constant=_reject_constant)
+
+
 def _loads(data: bytes) -> Any:
     try:
-        return json.loads(data, parse_float=decimal.Decimal, parse_constant=_reject_constant)
+        text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+        return _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise DataException(
             f"Converting byte[] to Kafka Connect data failed due to serialization error: {exc}"
@@ -245,14 +249,17 @@ def _scale(schema: Schema) -> int:
 def _unscaled(value: decimal.Decimal, scale: int) -> int:
     """``value * 10**scale``, which must be whole: a Decimal of another exponent is
     rescaled when no digit is lost (Kafka requires the schema's exact scale)."""
-    sign, digits, exponent = value.as_tuple()
-    if not isinstance(exponent, int):
-        raise DataException(f"{value} is not a valid Decimal")
-    coefficient, shift = int("".join(map(str, digits))), exponent + scale
-    unscaled: int = coefficient * 10**shift if shift >= 0 else coefficient // 10**-shift
-    if shift < 0 and coefficient % 10**-shift:
+    try:
+        numerator, denominator = value.as_integer_ratio()  # exact
+    except (ValueError, OverflowError):
+        raise DataException(f"{value} is not a valid Decimal") from None
+    if scale >= 0:
+        unscaled, rest = divmod(numerator * 10**scale, denominator)
+    else:
+        unscaled, rest = divmod(numerator, denominator * 10**-scale)
+    if rest:
         raise DataException(f"Decimal {value} has more digits than scale {scale}")
-    return -unscaled if sign else unscaled
+    return int(unscaled)
 
 
 def _decimal(unscaled: int, scale: int) -> decimal.Decimal:
@@ -333,6 +340,16 @@ _ENVELOPE_ERROR = (
 )
 
 
+def _contains_decimal(schema: Schema | None) -> bool:
+    if schema is None:
+        return False
+    if schema.name == DECIMAL:
+        return True
+    return any(_contains_decimal(f.schema) for f in schema.fields) or any(
+        _contains_decimal(part) for part in (schema.key_schema, schema.value_schema)
+    )
+
+
 def _plain(node: Any) -> Any:
     """Schemaless JSON as Python: objects → dict, arrays → list, numbers → int or float."""
     if isinstance(node, decimal.Decimal):
@@ -369,6 +386,8 @@ class JsonConverter:
         # schemas.cache.size bounds it.
         self._cache_size: int = parsed["schemas.cache.size"]
         self._writers: dict[int, tuple[Schema, Callable[[Any], Any], bytes]] = {}
+        self._read_schemas: dict[bytes, Schema] = {}
+        self._decimals: dict[int, tuple[Schema, bool]] = {}
         self._slow = False  # the value needs the exact (slow) writer: see _fast_float
 
     # --- Connect → bytes --------------------------------------------------------------------
@@ -555,17 +574,46 @@ class JsonConverter:
     def to_connect(self, topic: str, data: bytes | None) -> tuple[Schema | None, Any]:
         if not data:
             return None, None
-        doc = _loads(data)
+        # orjson reads numbers with a fraction as floats, the exact reader as Decimals:
+        # the same values everywhere but in a Decimal field (read again exactly then).
+        try:
+            doc, exact = orjson.loads(data), False
+        except orjson.JSONDecodeError:  # what orjson refuses, e.g. integers beyond 64 bits
+            doc, exact = _loads(data), True
         if not self.schemas_enable:
             return None, _plain(doc)
         if not (isinstance(doc, dict) and len(doc) == 2 and "schema" in doc and "payload" in doc):
             raise DataException(_ENVELOPE_ERROR)
         schema = self.schema_from_json(doc["schema"])
+        if not exact and schema is not None and self._has_decimal(schema):
+            doc = _loads(data)
         return schema, self._from_json(schema, doc["payload"])
+
+    def _has_decimal(self, schema: Schema) -> bool:
+        found = self._decimals.get(id(schema))
+        if found is None or found[0] is not schema:
+            found = (schema, _contains_decimal(schema))
+            if len(self._decimals) >= self._cache_size:
+                self._decimals.clear()
+            self._decimals[id(schema)] = found
+        return found[1]
 
     def schema_from_json(self, node: Any) -> Schema | None:
         """The schema an envelope's ``"schema"`` describes (None for ``null``)."""
-        return None if node is None else self._schema(node)
+        if node is None:
+            return None
+        # Records of one producer repeat one schema: parsed once, found again by its text.
+        try:
+            key = orjson.dumps(node, default=str)
+        except TypeError:
+            return self._schema(node)
+        found = self._read_schemas.get(key)
+        if found is None:
+            found = self._schema(node)
+            if len(self._read_schemas) >= self._cache_size:
+                self._read_schemas.clear()
+            self._read_schemas[key] = found
+        return found
 
     def _schema(self, node: Any) -> Schema:
         kind = _TYPES_BY_JSON_NAME.get(str(node.get("type"))) if isinstance(node, dict) else None
@@ -626,7 +674,7 @@ class JsonConverter:
         if t in _INT_BOUNDS and _is_int(node):
             return _checked_int(t, node)
         if t in (Type.FLOAT32, Type.FLOAT64):
-            if _is_int(node) or isinstance(node, decimal.Decimal):
+            if _is_int(node) or isinstance(node, decimal.Decimal | float):
                 return float(node)
             if isinstance(node, str) and node in _NON_FINITE:  # as Jackson writes NaN
                 return _NON_FINITE[node]
@@ -644,7 +692,8 @@ class JsonConverter:
         if t is Type.MAP:
             return self._map_from_json(schema, node)
         if t is Type.STRUCT and isinstance(node, dict):  # keys that are not fields: ignored
-            return Struct(
+            # Each value was just read against its field's schema: nothing to check again.
+            return Struct.trusted(
                 schema, {f.name: self._from_json(f.schema, node.get(f.name)) for f in schema.fields}
             )
         raise DataException(f"Invalid JSON for a {t.value} schema: {type(node).__name__}")

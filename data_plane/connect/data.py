@@ -198,7 +198,12 @@ class Struct:
             validate(field.schema, self.get(field.name), field.name)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: self.get(f.name) for f in self.schema.fields}
+        """Every field's value, its default where none was set."""
+        values = self._values
+        return {
+            f.name: f.schema.default if (v := values.get(f.name)) is None else v
+            for f in self.schema.fields
+        }
 
     def __eq__(self, other: object) -> bool:
         return (

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import secrets
 import socket
 import threading
 import time
@@ -111,7 +113,8 @@ def _bootstrap(servers: str) -> list[tuple[str, int]]:
 class DistributedHerder:
     def __init__(self, worker_config: Mapping[str, str], worker_id: str | None = None) -> None:
         self.config = DISTRIBUTED_CONFIG.parse(worker_config)
-        self.worker_id = worker_id or f"{socket.gethostname()}:{id(self):x}"
+        # Unique per process and start (an object's address repeats across processes).
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}-{secrets.token_hex(2)}"
         client = self.client = client_config(worker_config, None)
 
         def log(topic_key: str) -> Any:

@@ -20,7 +20,20 @@ from typing import Any, Protocol
 
 
 def offset_key(connector: str, partition: Mapping[str, Any]) -> str:
-    return json.dumps([connector, dict(partition)], sort_keys=True, separators=(",", ":"))
+    """The offsets topic's key of a source partition (Kafka Connect's JSON array)."""
+    last = _last_key.get(connector)
+    if last is not None and last[0] is partition:
+        return last[1]  # a source sends many records of one partition object
+    key = json.dumps([connector, dict(partition)], sort_keys=True, separators=(",", ":"))
+    if not isinstance(partition, dict):
+        return key  # may be mutable in ways we cannot see; not cached
+    _last_key[connector] = (partition, key)
+    return key
+
+
+# The last partition object seen per connector and its key. A connector must not mutate a
+# partition map it has handed out (Kafka Connect's rule too: the worker keeps them).
+_last_key: dict[str, tuple[Mapping[str, Any], str]] = {}
 
 
 class OffsetStore(Protocol):

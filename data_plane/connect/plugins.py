@@ -13,11 +13,13 @@ from data_plane.connect.api import Connector
 from data_plane.connect.config import ConfigException
 from data_plane.connect.connectors.file import FileStreamSinkConnector, FileStreamSourceConnector
 from data_plane.connect.connectors.postgres_cdc import PostgresCdcSourceConnector
+from data_plane.connect.connectors.postgres_sink import PostgresSinkConnector
 
 PLUGINS: dict[str, type[Connector]] = {
     "org.apache.kafka.connect.file.FileStreamSourceConnector": FileStreamSourceConnector,
     "org.apache.kafka.connect.file.FileStreamSinkConnector": FileStreamSinkConnector,
     "io.millrace.connect.postgres.PostgresCdcSourceConnector": PostgresCdcSourceConnector,
+    "io.millrace.connect.postgres.PostgresSinkConnector": PostgresSinkConnector,
 }
 
 

@@ -317,8 +317,12 @@ class WorkerSourceTask(WorkerTask):
             self.task.stop()
 
     def _send(self, producer: Any, record: ConnectRecord) -> None:
-        transformed = self.errors.execute(
-            TRANSFORMATION, lambda: self.transforms.apply(record), record, self.transforms
+        transformed = (
+            self.errors.execute(
+                TRANSFORMATION, lambda: self.transforms.apply(record), record, self.transforms
+            )
+            if self.transforms.stages
+            else record
         )
         if transformed is None:  # dropped by a transform, or a tolerated failure
             self.task.commit_record(record)

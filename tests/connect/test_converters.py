@@ -699,3 +699,13 @@ def test_the_fast_writer_writes_what_the_exact_one_does(
             _dumps(payload)  # both refuse (a lone surrogate)
         return
     assert fast == exact
+    # Read back: orjson's reading equals the exact reader's.
+    from data_plane.connect.converters import _loads
+
+    read_schema, read = converter.to_connect("t", fast)
+    doc = _loads(fast)
+    exact_read = converter._from_json(read_schema, doc["payload"] if schemas else doc)
+    if schemas:
+        assert converter.from_connect("t", read_schema, read) == converter.from_connect(
+            "t", read_schema, exact_read
+        )

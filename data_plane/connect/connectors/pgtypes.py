@@ -185,10 +185,15 @@ def _time_us(text: str) -> int:
 
 
 def _zoned_timestamp(text: str) -> str:
+    """ISO-8601 in UTC as Java's ``ISO_OFFSET_DATE_TIME`` writes it (fraction digits as
+    needed). The session's TimeZone is UTC, so Postgres writes ``... hh:mm:ss[.f]+00``."""
+    if text.endswith("+00") and len(text) >= 22 and text[10] == " " and text[4] == "-":
+        return f"{text[:10]}T{text[11:-3]}Z"
     if text in ("infinity", "-infinity"):
         return text
     moment = datetime.datetime.fromisoformat(text).astimezone(datetime.UTC)
-    return moment.replace(tzinfo=None).isoformat() + "Z"
+    written = moment.replace(tzinfo=None).isoformat()
+    return (written.rstrip("0") if "." in written else written) + "Z"
 
 
 def _zoned_time(text: str) -> str:

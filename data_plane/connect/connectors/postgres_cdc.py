@@ -294,7 +294,11 @@ class PostgresCdcSourceTask(SourceTask):
                     self._skip = (int(offset["txId"]), int(offset["event"]))
             else:
                 self._lsn = slot_lsn
-            self._start_streaming()
+            try:
+                self._start_streaming()
+            except (ConnectionError, OSError) as exc:
+                # E.g. the slot is still held by a killed worker's walsender: poll retries.
+                self._lost(exc)
 
     def stop(self) -> None:
         if self._snapshot is not None:
@@ -535,8 +539,11 @@ class PostgresCdcSourceTask(SourceTask):
             logger.info("snapshot done")
             if self.config["snapshot.mode"] == "initial_only":
                 self._streaming_done = True
-            else:
+                return []
+            try:
                 self._start_streaming()
+            except (ConnectionError, OSError) as exc:
+                return self._lost(exc)
         if self._streaming_done:
             time.sleep(self.config["poll.interval.ms"] / 1000)
             return []
