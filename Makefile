@@ -66,6 +66,10 @@ bench-replication: install
 bench-transactions: install
 	$(PY) -m bench.transactions
 
+## Connect benchmark: CDC source and Postgres sink against their baselines, worker kill -9 (Postgres, a broker).
+bench-connect: install
+	$(PY) -m bench.connect
+
 ## Data API benchmark: REST produce, WebSocket delivery and latency (daphne + a broker; Postgres, Redis).
 bench-streams: install
 	$(PY) -m bench.streams

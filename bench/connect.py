@@ -163,7 +163,7 @@ def _topic_records(client: dict[str, str], topic: str) -> Any:
     return count
 
 
-def _rate_while(count: Any, total: int, timeout: float, interval: float) -> float:
+def _rate_while(count: Any, total: int, timeout: float, interval: float, started: float) -> float:
     """Items per second from the first observed item to ``total`` (polling ``count``)."""
     deadline = time.monotonic() + timeout
     first_at, first = None, 0
@@ -178,8 +178,10 @@ def _rate_while(count: Any, total: int, timeout: float, interval: float) -> floa
             raise TimeoutError(f"{seen} of {total} after {timeout} s")
         time.sleep(interval)
     assert first_at is not None
-    elapsed = max(now - first_at, interval)
-    return (total - first) / elapsed if total > first else float("inf")
+    if total > first:
+        return (total - first) / max(now - first_at, interval)
+    # Everything arrived between two looks (a small run): count from the worker's start.
+    return total / (now - started)
 
 
 @contextlib.contextmanager
@@ -267,6 +269,7 @@ def bench_cdc(workers: Workers, changes: int, rounds: int, timeout: float) -> No
             topic = f"{prefix}.public.orders"
             _create_topic(admin, topic)
             count = _topic_records(workers.client, topic)
+            started = time.monotonic()
             process = workers.standalone({
                 "name": f"cdc-{suffix}", "connector.class": "PostgresCdcSource",
                 **_pg_params(db), "topic.prefix": prefix, "slot.name": "bench_cdc",
@@ -274,7 +277,7 @@ def bench_cdc(workers: Workers, changes: int, rounds: int, timeout: float) -> No
                 "snapshot.mode": "no_data",
             }, timeout)  # fmt: skip
             try:
-                connector.append(_rate_while(count, changes, timeout, 0.1))
+                connector.append(_rate_while(count, changes, timeout, 0.1, started))
             finally:
                 workers.stop(process)
                 count.close()
@@ -364,6 +367,7 @@ def bench_sink(workers: Workers, changes: int, rounds: int, timeout: float) -> N
                         row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
                         return int(row[0])
 
+                    started = time.monotonic()
                     process = workers.standalone({
                         "name": f"sink-{suffix}-{round_}", "connector.class": "PostgresSink",
                         "tasks.max": str(PARTITIONS), "topics": topic,
@@ -371,7 +375,7 @@ def bench_sink(workers: Workers, changes: int, rounds: int, timeout: float) -> N
                         "insert.mode": "upsert", "pk.mode": "record_key",
                     }, timeout)  # fmt: skip
                     try:
-                        connector.append(_rate_while(count, changes, timeout, 0.2))
+                        connector.append(_rate_while(count, changes, timeout, 0.2, started))
                     finally:
                         workers.stop(process)
                 print(f"sink round {round_ + 1}: COPY {baseline[-1]:,.0f}/s, connector "
