@@ -36,6 +36,7 @@ from data_plane.connect.connectors.file import (
     resolve,
 )
 from data_plane.connect.kafka_log import KafkaBasedLog, LogError
+from data_plane.connect.offsets import offset_key
 from data_plane.connect.plugins import PLUGINS, connector_class, plugin_name
 from data_plane.connect.worker import CONNECTOR_CONFIG, SINK_CONFIG, validate_connector_config
 
@@ -141,9 +142,7 @@ class Cluster:
             if tp.offset >= 0
         ]
 
-    @contextlib.contextmanager
-    def writable_configs(self) -> Iterator[ConfigStore]:
-        """The configs topic, created (with the other two) if the cluster has none yet."""
+    def _ensure_topics(self) -> None:
         try:
             ensure_cluster_topics(self.conf, {CONFIGS: (1, -1), OFFSETS: (25, -1), STATUS: (5, -1)})
         except Exception as exc:
@@ -151,10 +150,138 @@ class Cluster:
                 403 if "AUTHORIZATION" in str(exc) else 500,
                 f"the Connect cluster's topics could not be created: {exc}",
             ) from exc
+
+    @contextlib.contextmanager
+    def writable_configs(self) -> Iterator[ConfigStore]:
+        """The configs topic, created (with the other two) if the cluster has none yet."""
+        self._ensure_topics()
         with self.configs() as store:
             if store is None:
                 raise ConnectError(500, f"topic {CONFIGS} is not readable yet; try again")
             yield store
+
+    # --- offsets (KIP-875; the connector is stopped) ------------------------------------------
+
+    def alter_source_offsets(self, connector: str, entries: list[dict[str, Any]]) -> None:
+        self._ensure_topics()
+        with self.offsets() as store:
+            if store is None:
+                raise ConnectError(500, f"topic {OFFSETS} is not readable yet; try again")
+            store.put(connector, {offset_key(connector, e["partition"]): e["offset"]
+                                  for e in entries})  # fmt: skip
+
+    def reset_source_offsets(self, connector: str) -> None:
+        with self.offsets() as store:
+            if store is None:
+                return
+            found = store.connector_offsets(connector)
+            if found:
+                store.put(connector, {offset_key(connector, p): None for p, _ in found})
+
+    def _admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient(self.conf)
+
+    def alter_sink_offsets(
+        self, connector: str, changes: Mapping[tuple[str, int], int | None], tenant_id: int
+    ) -> None:
+        """Commit the set offsets to the sink's group; remove those set to null."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        group = f"connect-{connector}"
+        wanted = [TopicPartition(t, p, o) for (t, p), o in sorted(changes.items()) if o is not None]
+        if wanted:
+            admin = self._admin()  # held until the answer: a dropped client never answers
+            futures = admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, wanted)], request_timeout=READ_TIMEOUT_S
+            )
+            try:
+                answer = next(iter(futures.values())).result(READ_TIMEOUT_S)
+            except Exception as exc:
+                raise ConnectError(_status(exc), f"altering the group's offsets: {exc}") from exc
+            for tp in answer.topic_partitions:
+                if tp.error is not None:
+                    raise ConnectError(400, f"{tp.topic}-{tp.partition}: {tp.error.str()}")
+        removed = [(t, p) for (t, p), o in sorted(changes.items()) if o is None]
+        if removed:
+            from control_plane.groups import services as group_services
+
+            group_services.remove_offsets(tenant_id, group, removed)
+
+    def reset_sink_offsets(self, connector: str) -> None:
+        """The sink's group deleted (Kafka Connect's reset of a sink)."""
+        group = f"connect-{connector}"
+        admin = self._admin()  # held until the answer: a dropped client never answers
+        futures = admin.delete_consumer_groups([group], request_timeout=READ_TIMEOUT_S)
+        try:
+            next(iter(futures.values())).result(READ_TIMEOUT_S)
+        except Exception as exc:
+            if "GROUP_ID_NOT_FOUND" in str(exc) or "not found" in str(exc).lower():
+                return  # no offsets to reset
+            raise ConnectError(_status(exc), f"deleting the group {group}: {exc}") from exc
+
+
+def _status(exc: BaseException) -> int:
+    text = str(exc)
+    if "AUTHORIZATION" in text:
+        return 403
+    if "NON_EMPTY_GROUP" in text or "UNKNOWN_MEMBER" in text or "REBALANCE" in text:
+        return 409
+    return 500
+
+
+_SECRET = ("password", "secret", "token", "jaas", "credential", "api.key")
+
+
+def redacted(config: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A config as the audit log keeps it: secrets hidden."""
+    if config is None:
+        return None
+    return {k: "[hidden]" if any(s in k.lower() for s in _SECRET) else v
+            for k, v in config.items()}  # fmt: skip
+
+
+def offsets_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """KIP-875's ``{"offsets": [{"partition": {...}, "offset": {...} | null}, ...]}``."""
+    entries = body.get("offsets")
+    if not isinstance(entries, list) or not entries:
+        raise ConnectError(400, 'the body needs "offsets": a non-empty list')
+    out = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("partition"), dict):
+            raise ConnectError(400, f'offsets[{i}] needs a "partition" object')
+        if not entry["partition"]:
+            raise ConnectError(400, f"offsets[{i}]: the partition must not be empty")
+        offset = entry.get("offset")
+        if offset is not None and not isinstance(offset, dict):
+            raise ConnectError(400, f'offsets[{i}]: the "offset" must be an object or null')
+        out.append({"partition": dict(entry["partition"]), "offset": offset})
+    return out
+
+
+def sink_offsets_body(entries: list[dict[str, Any]]) -> dict[tuple[str, int], int | None]:
+    """A sink's entries as (topic, partition) → offset (None: remove)."""
+    out: dict[tuple[str, int], int | None] = {}
+    for i, entry in enumerate(entries):
+        partition, offset = entry["partition"], entry["offset"]
+        topic, number = partition.get("kafka_topic"), partition.get("kafka_partition")
+        if not isinstance(topic, str) or not topic or not _whole(number) or number < 0:
+            shape = '{"kafka_topic": <name>, "kafka_partition": <n ≥ 0>}'
+            raise ConnectError(400, f"offsets[{i}]: a sink's partition is {shape}")
+        if offset is not None:
+            value = offset.get("kafka_offset")
+            if not _whole(value) or value < 0 or set(offset) != {"kafka_offset"}:
+                shape = '{"kafka_offset": <n ≥ 0>}'
+                raise ConnectError(400, f"offsets[{i}]: a sink's offset is {shape}")
+            out[(topic, number)] = value
+        else:
+            out[(topic, number)] = None
+    return out
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # --- the answers ---------------------------------------------------------------------------

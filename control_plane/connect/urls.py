@@ -17,6 +17,8 @@ ROUTES = [
     (rf"connectors/{NAME}/(?P<action>pause|resume|stop)", views.ConnectorStateView,
      "connect-connector-state"),
     (rf"connectors/{NAME}/offsets", views.OffsetsView, "connect-connector-offsets"),
+    (rf"connectors/{NAME}/topics", views.TopicsView, "connect-connector-topics"),
+    (rf"connectors/{NAME}/topics/reset", views.TopicsResetView, "connect-connector-topics-reset"),
     (rf"connectors/{NAME}/tasks", views.TasksView, "connect-tasks"),
     (rf"connectors/{NAME}/tasks/{TASK}/status", views.TaskStatusView, "connect-task-status"),
     (rf"connectors/{NAME}/tasks/{TASK}/restart", views.TaskRestartView, "connect-task-restart"),

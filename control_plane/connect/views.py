@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 
 from control_plane.access.caller import Access, resolve_access
 from control_plane.access.policy import Need
+from control_plane.audit.services import record_event
 from control_plane.connect import services
 from control_plane.connect.services import CONFIGS, OFFSETS, STATUS, Cluster, ConnectError
 from control_plane.core.errors import ServiceError
@@ -89,6 +90,16 @@ class ConnectView(APIView):
                     response["WWW-Authenticate"] = header
             return response
         raise exc
+
+    def audit(self, action: str, name: str, before: dict[str, Any] | None = None,
+              after: dict[str, Any] | None = None) -> None:  # fmt: skip
+        """Record a change of the tenant's Connect cluster in its audit log (secrets in a
+        connector config are recorded as hidden)."""
+        record_event(
+            self.access.actor, tenant=self.access.tenant, action=f"connect.{action}",
+            object_type="connector", object_id=name, object_repr=name,
+            before=services.redacted(before), after=services.redacted(after),
+        )  # fmt: skip
 
     def body(self, request: Request) -> dict[str, Any]:
         if not isinstance(request.data, dict):
@@ -177,6 +188,7 @@ class ConnectorsView(ConnectView):
             if name in store.snapshot().connectors:
                 raise ConnectError(409, f"Connector {name} already exists")
             store.put_connector(name, config)
+        self.audit("create", name, after=config)
         return Response(services.connector_info(name, config, 0), status=201)
 
 
@@ -217,8 +229,12 @@ class ConnectorView(OneConnectorView):
     )
     def delete(self, request: Request, tenant_slug: str, name: str) -> Response:
         self.can(True, CONFIGS)
-        with self._existing(name) as (store, _):
+        with self._existing(name) as (store, snapshot):
             store.remove_connector(name)
+        self.audit("delete", name, before=snapshot.connectors[name])
+        with contextlib.suppress(ConnectError), self.cluster.statuses() as statuses:
+            if statuses is not None:  # a deleted connector's active topics go too (KIP-558)
+                statuses.reset_topics(name)
         return Response(status=204)
 
 
@@ -244,6 +260,8 @@ class ConnectorConfigView(OneConnectorView):
             snapshot = store.snapshot()
             created = name not in snapshot.connectors
             store.put_connector(name, config)
+        self.audit("create" if created else "update", name,
+                   before=snapshot.connectors.get(name), after=config)  # fmt: skip
         tasks = 0 if created else len(snapshot.tasks.get(name, []))
         return Response(
             services.connector_info(name, config, tasks), status=201 if created else 200
@@ -310,6 +328,7 @@ class ConnectorStateView(OneConnectorView):
         self.can(True, CONFIGS)
         with self._existing(name) as (store, _):
             store.put_target_state(name, TARGET[action])
+        self.audit(action, name, after={"state": TARGET[action]})
         return Response(status=202)
 
 
@@ -326,6 +345,8 @@ class ConnectorRestartView(OneConnectorView):
         include_tasks, only_failed = _bool(request, "includeTasks"), _bool(request, "onlyFailed")
         with self._existing(name) as (store, snapshot):
             store.request_restart(RestartRequest(name, None, include_tasks, only_failed))
+        self.audit("restart", name, after={"includeTasks": include_tasks,
+                                           "onlyFailed": only_failed})  # fmt: skip
         if not include_tasks and not only_failed:
             return Response(status=204)
         config, tasks = snapshot.connectors[name], len(snapshot.tasks.get(name, []))
@@ -359,6 +380,101 @@ class OffsetsView(OneConnectorView):
         with self.cluster.offsets() as store:
             found = store.connector_offsets(name) if store is not None else []
         return Response({"offsets": [{"partition": p, "offset": o} for p, o in found]})
+
+    def _stopped(self, name: str) -> dict[str, str]:
+        """The connector's config, once it is STOPPED with no tasks (else 400), as KIP-875
+        requires before its offsets change."""
+        with self._existing(name) as (_, snapshot):
+            if snapshot.target_state(name) != "STOPPED" or snapshot.tasks.get(name):
+                raise ConnectError(400, (
+                    "Connectors must be in the STOPPED state before their offsets can be "
+                    "modified. This can be done for the specified connector by issuing a "
+                    f"'PUT' request to the '/connectors/{name}/stop' endpoint"))  # fmt: skip
+            return snapshot.connectors[name]
+
+    @extend_schema(
+        operation_id="connect_connector_offsets_alter",
+        summary="Alter a stopped connector's offsets (KIP-875)",
+        tags=["connect"],
+        request=OBJECT,
+        responses={200: OBJECT, 400: ERROR, 404: ERROR},
+    )
+    def patch(self, request: Request, tenant_slug: str, name: str) -> Response:
+        """``{"offsets": [{"partition": {...}, "offset": {...} | null}]}``: sources' partitions
+        and offsets as the connector writes them; sinks' ``{"kafka_topic", "kafka_partition"}``
+        and ``{"kafka_offset"}``. A null offset removes the partition's."""
+        self.can(True, CONFIGS)
+        entries = services.offsets_body(self.body(request))
+        config = self._stopped(name)
+        if services.connector_type(config) == "sink":
+            self._group_access(name)
+            changes = services.sink_offsets_body(entries)
+            self.cluster.alter_sink_offsets(name, changes, self.access.tenant.pk)
+        else:
+            self.can(True, OFFSETS)
+            self.cluster.alter_source_offsets(name, entries)
+        self.audit("alter_offsets", name, after={"offsets": entries})
+        return Response({"message": "The offsets for this connector have been altered "
+                                    "successfully"})  # fmt: skip
+
+    @extend_schema(
+        operation_id="connect_connector_offsets_reset",
+        summary="Reset a stopped connector's offsets (KIP-875)",
+        tags=["connect"],
+        request=None,
+        responses={200: OBJECT, 400: ERROR, 404: ERROR},
+    )
+    def delete(self, request: Request, tenant_slug: str, name: str) -> Response:
+        """Sources: every offset in ``connect-offsets`` removed; sinks: the group deleted."""
+        self.can(True, CONFIGS)
+        config = self._stopped(name)
+        if services.connector_type(config) == "sink":
+            self._group_access(name, Operation.DELETE)
+            self.cluster.reset_sink_offsets(name)
+        else:
+            self.can(True, OFFSETS)
+            self.cluster.reset_source_offsets(name)
+        self.audit("reset_offsets", name)
+        return Response({"message": "The offsets for this connector have been reset "
+                                    "successfully"})  # fmt: skip
+
+    def _group_access(self, name: str, operation: Operation = Operation.READ) -> None:
+        self.access.require(
+            Need("developer", operation, ResourceType.GROUP), resource_name=f"connect-{name}"
+        )
+
+
+class TopicsView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_connector_topics",
+        summary="The topics a connector has used (KIP-558)",
+        tags=["connect"],
+        responses={200: OBJECT, 404: ERROR},
+    )
+    def get(self, request: Request, tenant_slug: str, name: str) -> Response:
+        self.can(False, CONFIGS, STATUS)
+        self._config(name)
+        with self.cluster.statuses() as statuses:
+            topics = statuses.topics(name) if statuses is not None else []
+        return Response({name: {"topics": topics}})
+
+
+class TopicsResetView(OneConnectorView):
+    @extend_schema(
+        operation_id="connect_connector_topics_reset",
+        summary="Forget the topics a connector has used (KIP-558)",
+        tags=["connect"],
+        request=None,
+        responses={200: None, 404: ERROR},
+    )
+    def put(self, request: Request, tenant_slug: str, name: str) -> Response:
+        self.can(True, STATUS)
+        self._config(name)
+        with self.cluster.statuses() as statuses:
+            if statuses is not None:
+                statuses.reset_topics(name)
+        self.audit("reset_topics", name)
+        return Response(status=200)
 
 
 class TasksView(OneConnectorView):
@@ -408,6 +524,7 @@ class TaskRestartView(OneConnectorView):
             if int(task) >= len(snapshot.tasks.get(name, [])):
                 raise ConnectError(404, f"Task {name}-{task} not found")
             store.request_restart(RestartRequest(name, int(task)))
+        self.audit("restart_task", name, after={"task": int(task)})
         return Response(status=204)
 
 

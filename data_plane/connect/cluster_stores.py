@@ -21,6 +21,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -251,6 +252,30 @@ class StatusStore(_LatestPerKey):
         self.log.send(f"status-connector-{connector}".encode(), None, wait=False)
         for i in range(tasks):
             self.log.send(f"status-task-{connector}-{i}".encode(), None, wait=False)
+
+    # Active topics (KIP-558): ``topic-<topic>-connector-<connector>`` → {"topic": {"name",
+    # "connector", "task", "discoverTimestamp"}}, as Kafka Connect keys and writes them.
+
+    def put_topic(self, connector: str, topic: str, task: int) -> None:
+        value = {"topic": {"name": topic, "connector": connector, "task": task,
+                           "discoverTimestamp": int(time.time() * 1000)}}  # fmt: skip
+        self.log.send(f"topic-{topic}-connector-{connector}".encode(), _encode(value), wait=False)
+
+    def topics(self, connector: str) -> list[str]:
+        """The topics the connector's tasks have used since the last reset, by name."""
+        found = []
+        with self._lock:
+            for key, value in self._data.items():
+                inner = value.get("topic")
+                if (key.startswith("topic-") and isinstance(inner, dict)
+                        and inner.get("connector") == connector):  # fmt: skip
+                    found.append(str(inner.get("name")))
+        return sorted(found)
+
+    def reset_topics(self, connector: str) -> None:
+        for topic in self.topics(connector):
+            self.log.send(f"topic-{topic}-connector-{connector}".encode(), None, wait=False)
+        self.log.flush()
 
     def connector(self, name: str) -> dict[str, Any] | None:
         with self._lock:

@@ -126,7 +126,8 @@ class DistributedHerder:
         self.configs = ConfigStore(log("config.storage.topic"))
         self.offsets = TopicOffsetStore(log("offset.storage.topic"))
         self.statuses = StatusStore(log("status.storage.topic"))
-        self.worker = Worker(worker_config, self.offsets, self.worker_id, on_status=self._status)
+        self.worker = Worker(worker_config, self.offsets, self.worker_id, on_status=self._status,
+                             on_topic=self._topic)  # fmt: skip
         credentials = None
         if client.get("sasl.username"):
             mechanism = client.get("sasl.mechanism") or client.get("sasl.mechanisms") or "PLAIN"
@@ -385,6 +386,10 @@ class DistributedHerder:
             if wanted and (request.task is not None or not request.only_failed or failed(item[1])):
                 self.worker.stop_tasks([item])
                 self._start_task(item, snapshot)
+
+    def _topic(self, connector: str, topic: str, task: int) -> None:
+        if topic not in self.statuses.topics(connector):
+            self.statuses.put_topic(connector, topic, task)
 
     def _status(self, connector: str, task: int, status: Status) -> None:
         try:

@@ -194,8 +194,13 @@ class WorkerTask:
         worker_config: Mapping[str, str],
         worker_id: str,
         on_status: Callable[[str, int, Status], None] | None = None,
+        on_topic: Callable[[str, str, int], None] | None = None,
     ) -> None:
         self.connector = connector
+        # Kafka's active topics (KIP-558): (connector, topic, task) the first time the task
+        # produces to or is assigned a topic.
+        self._on_topic = on_topic
+        self.topics: set[str] = set()
         self.task_id = task_id
         self.connector_config = dict(connector_config)
         self.task_config = dict(task_config)
@@ -227,6 +232,16 @@ class WorkerTask:
             for is_key in (True, False)
         }
         self.transforms = build_chain(self.connector_config)
+
+    def _used(self, topic: str) -> None:
+        if topic in self.topics:
+            return
+        self.topics.add(topic)
+        if self._on_topic is not None:
+            try:
+                self._on_topic(self.connector, topic, self.task_id)
+            except Exception:  # bookkeeping must not fail the task
+                logger.warning("%s: recording topic %s failed", self.name, topic, exc_info=True)
 
     def _set(self, state: State, trace: str | None = None) -> None:
         self.status = Status(state, self.worker_id, trace)
@@ -360,6 +375,8 @@ class WorkerSourceTask(WorkerTask):
             self.submitted.ack(entry)
 
         kwargs: dict[str, Any] = {"on_delivery": delivered}
+        if out.topic not in self.topics:
+            self._used(out.topic)
         if out.partition is not None:
             kwargs["partition"] = out.partition
         if out.timestamp is not None:
@@ -599,6 +616,8 @@ class WorkerSinkTask(WorkerTask):
 
     def _assigned(self, consumer: Any, partitions: Sequence[Any]) -> None:
         added = {TopicPartition(p.topic, p.partition) for p in partitions}
+        for topic in sorted({tp.topic for tp in added}):
+            self._used(topic)
         self.context.assigned |= added
         self.task.open(added)
 

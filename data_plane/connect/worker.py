@@ -125,8 +125,10 @@ class Worker:
         offsets: OffsetStore,
         worker_id: str,
         on_status: Callable[[str, int, Status], None] | None = None,
+        on_topic: Callable[[str, str, int], None] | None = None,
     ) -> None:
         WORKER_CONFIG.parse(worker_config)  # fail early on a bad worker config
+        self.on_topic = on_topic  # (connector, topic, task id): a task's first use of a topic
         self.worker_config = dict(worker_config)
         self.offsets = offsets
         self.worker_id = worker_id
@@ -197,9 +199,11 @@ class Worker:
                 raise ConfigException("name", f"task {name}-{task_id} is already running")
             task: WorkerTask
             if issubclass(kind, SourceTask):
-                task = WorkerSourceTask(kind(), self.offsets, *args, on_status=self.on_status)
+                task = WorkerSourceTask(kind(), self.offsets, *args, on_status=self.on_status,
+                                        on_topic=self.on_topic)  # fmt: skip
             else:
-                task = WorkerSinkTask(kind(), *args, on_status=self.on_status)
+                task = WorkerSinkTask(kind(), *args, on_status=self.on_status,
+                                      on_topic=self.on_topic)  # fmt: skip
             self.tasks[(name, task_id)] = task
             if paused:
                 task.pause()

@@ -85,6 +85,16 @@ def _history(kafka, key: str) -> list[str]:
     return states
 
 
+def _records(kafka, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(confluent_conf(kafka, kafka.admin_a) | {"group.id": "count"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        consumer.close()
+
+
 def _until(check, timeout: float = 60):
     deadline = time.monotonic() + timeout
     last = None
@@ -169,13 +179,32 @@ def test_connectors_over_rest_run_on_the_worker_and_report_back(kafka, tmp_path,
         source_offsets = {"offsets": [{"partition": {"filename": str((files / "in.txt").resolve())},
                                        "offset": {"position": 6}}]}  # fmt: skip
         _until(lambda: api.get(f"{base}/connectors/src/offsets").json() == source_offsets)
-        # Stopped (KIP-875): no tasks, and the connector says so; resumed, it runs again.
+        # KIP-558: the topics each connector used.
+        _until(lambda: api.get(f"{base}/connectors/src/topics").json()
+               == {"src": {"topics": [lines_topic]}})  # fmt: skip
+        assert api.get(f"{base}/connectors/out/topics").json() == {"out": {"topics": [topic]}}
+        # KIP-875: offsets change only while the connector is stopped.
+        path = str((files / "in.txt").resolve())
+        alter = {"offsets": [{"partition": {"filename": path}, "offset": {"position": 2}}]}
+        early = api.patch(f"{base}/connectors/src/offsets", alter, format="json")
+        assert early.status_code == 400 and "STOPPED state" in early.json()["message"]
+        # Stopped: no tasks, and the connector says so.
         assert api.put(f"{base}/connectors/src/stop").status_code == 202
         _until(lambda: (lambda s: s["connector"]["state"] == "STOPPED" and s["tasks"] == [])(
             api.get(f"{base}/connectors/src/status").json()))  # fmt: skip
+        bad_body = api.patch(f"{base}/connectors/src/offsets", {"offsets": []}, format="json")
+        assert bad_body.status_code == 400
+        altered = api.patch(f"{base}/connectors/src/offsets", alter, format="json")
+        assert altered.status_code == 200, altered.content
+        assert altered.json() == {
+            "message": "The offsets for this connector have been altered successfully"}  # fmt: skip
+        assert api.get(f"{base}/connectors/src/offsets").json() == alter
+        # Resumed, it runs again from byte 2: "b" and "c" a second time, then offset 6.
         assert api.put(f"{base}/connectors/src/resume").status_code == 202
         _until(lambda: (lambda s: [t["state"] for t in s["tasks"]] == ["RUNNING"])(
             api.get(f"{base}/connectors/src/status").json()))  # fmt: skip
+        _until(lambda: api.get(f"{base}/connectors/src/offsets").json() == source_offsets)
+        assert _records(kafka, lines_topic) == 5
         replaced = api.put(f"{base}/connectors/src/config", {"connector.class": "FileStreamSource",
                            "file": "in.txt", "topic": lines_topic, "batch.size": "10"},
                            format="json")  # fmt: skip
@@ -215,6 +244,36 @@ def test_connectors_over_rest_run_on_the_worker_and_report_back(kafka, tmp_path,
         _until(lambda: running(2))
         assert api.get(f"{base}/connectors/out/tasks/7/status").status_code == 404
 
+        # A sink's offsets are its group's: altered while stopped, the sink writes the
+        # records from there again once resumed; reset, the group is gone.
+        assert api.put(f"{base}/connectors/out/stop").status_code == 202
+        _until(lambda: api.get(f"{base}/connectors/out/status").json()["tasks"] == [])
+        rewind = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0},
+                               "offset": {"kafka_offset": 15}}]}  # fmt: skip
+        wrong = {"offsets": [{"partition": {"kafka_topic": topic}, "offset": {"kafka_offset": 1}}]}
+        assert api.patch(f"{base}/connectors/out/offsets", wrong, format="json").status_code == 400
+        # (the sink's consumers may take a moment to leave the group)
+        _until(lambda: api.patch(f"{base}/connectors/out/offsets", rewind,
+                                 format="json").status_code == 200)  # fmt: skip
+        assert api.get(f"{base}/connectors/out/offsets").json() == rewind
+        assert api.put(f"{base}/connectors/out/resume").status_code == 202
+        lines = _wait_lines(out, 25)
+        assert lines[20:] == [f"v{i}" for i in range(15, 20)]
+        assert api.put(f"{base}/connectors/out/stop").status_code == 202
+        _until(lambda: api.get(f"{base}/connectors/out/status").json()["tasks"] == [])
+        _until(lambda: api.delete(f"{base}/connectors/out/offsets").status_code == 200)
+        assert api.get(f"{base}/connectors/out/offsets").json() == {"offsets": []}
+        assert api.put(f"{base}/connectors/src/stop").status_code == 202
+        _until(lambda: api.get(f"{base}/connectors/src/status").json()["tasks"] == [])
+        reset = api.delete(f"{base}/connectors/src/offsets")
+        assert reset.json() == {
+            "message": "The offsets for this connector have been reset successfully"}  # fmt: skip
+        assert api.get(f"{base}/connectors/src/offsets").json() == {"offsets": []}
+        assert api.put(f"{base}/connectors/src/topics/reset").status_code == 200
+        assert api.get(f"{base}/connectors/src/topics").json() == {"src": {"topics": []}}
+        assert api.put(f"{base}/connectors/out/resume").status_code == 202
+        _until(lambda: running(2))
+
         # Keys act as themselves: a key that may not read the Connect topics is refused,
         # and another tenant's key does not see this tenant.
         reader = key_client(kafka.reader_a.key_id, kafka.reader_a.secret)
@@ -234,6 +293,16 @@ def test_connectors_over_rest_run_on_the_worker_and_report_back(kafka, tmp_path,
         producer.flush(30)
         time.sleep(2)
         assert "after-delete" not in out.read_text()
+
+        # Every change is in the tenant's audit log, with who made it.
+        from control_plane.audit.models import AuditEvent
+
+        actions = set(AuditEvent.objects.filter(action__startswith="connect.")
+                      .values_list("action", flat=True))  # fmt: skip
+        assert {"connect.create", "connect.update", "connect.pause", "connect.resume",
+                "connect.stop", "connect.restart", "connect.restart_task",
+                "connect.alter_offsets", "connect.reset_offsets", "connect.reset_topics",
+                "connect.delete"} <= actions  # fmt: skip
     finally:
         worker.send_signal(signal.SIGTERM)
         try:
