@@ -291,6 +291,10 @@ MILLRACE_DEFAULT_TENANT_LIMITS = {
     "max_storage_bytes": envint("MILLRACE_DEFAULT_MAX_STORAGE_BYTES", 100 * 2**30, minimum=1),
     "produce_byte_rate": envint("MILLRACE_DEFAULT_PRODUCE_BYTE_RATE", 50 * 2**20, minimum=1),
     "fetch_byte_rate": envint("MILLRACE_DEFAULT_FETCH_BYTE_RATE", 100 * 2**20, minimum=1),
+    # Connect (Step 14): connectors in the tenant's Connect cluster, and their tasks.max
+    # summed.
+    "max_connectors": envint("MILLRACE_DEFAULT_MAX_CONNECTORS", 20, minimum=1),
+    "max_connector_tasks": envint("MILLRACE_DEFAULT_MAX_CONNECTOR_TASKS", 50, minimum=1),
 }
 # Replication factor bounds while no broker has registered yet; afterwards live brokers
 # bound it. New topics default to min(default, live brokers).

@@ -35,6 +35,8 @@ class TenantSerializer(serializers.ModelSerializer):
             "produce_byte_rate",
             "fetch_byte_rate",
             "default_partitions",
+            "max_connectors",
+            "max_connector_tasks",
             "created_at",
             "role",
             "partitions_in_use",
@@ -60,6 +62,12 @@ class TenantLimitsMixin(serializers.Serializer):
         allow_null=True,
         help_text="partitions of topics created without a count (Kafka's num.partitions); "
         "null: the deployment's MILLRACE_DEFAULT_PARTITIONS",
+    )
+    max_connectors = serializers.IntegerField(
+        min_value=1, required=False, help_text="connectors in the tenant's Connect cluster"
+    )
+    max_connector_tasks = serializers.IntegerField(
+        min_value=1, required=False, help_text="the tenant's connectors' tasks.max, summed"
     )
 
 

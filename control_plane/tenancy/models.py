@@ -32,6 +32,14 @@ def default_fetch_byte_rate() -> int:
     return _default_limit("fetch_byte_rate")
 
 
+def default_max_connectors() -> int:
+    return _default_limit("max_connectors")
+
+
+def default_max_connector_tasks() -> int:
+    return _default_limit("max_connector_tasks")
+
+
 class Tenant(models.Model):
     """A team's virtual cluster: every topic, group and key name resolves inside one.
 
@@ -51,6 +59,13 @@ class Tenant(models.Model):
     )
     fetch_byte_rate = models.PositiveBigIntegerField(
         default=default_fetch_byte_rate, validators=[MinValueValidator(1)]
+    )
+    # Connect: connectors in the tenant's Connect cluster, and their tasks.max summed.
+    max_connectors = models.PositiveIntegerField(
+        default=default_max_connectors, validators=[MinValueValidator(1)]
+    )
+    max_connector_tasks = models.PositiveIntegerField(
+        default=default_max_connector_tasks, validators=[MinValueValidator(1)]
     )
     # Partitions of topics created without a count (Kafka's num.partitions); None: the
     # deployment's MILLRACE_DEFAULT_PARTITIONS.

@@ -24,6 +24,8 @@ LIMIT_FIELDS = (
     "produce_byte_rate",
     "fetch_byte_rate",
     "default_partitions",
+    "max_connectors",
+    "max_connector_tasks",
 )
 NULLABLE_LIMITS = {"default_partitions"}  # None: the deployment's default
 

@@ -12,6 +12,8 @@ from typing import Any
 from data_plane.connect.api import Connector
 from data_plane.connect.config import ConfigException
 from data_plane.connect.connectors.file import FileStreamSinkConnector, FileStreamSourceConnector
+from data_plane.connect.connectors.http_sink import HttpSinkConnector
+from data_plane.connect.connectors.mirror import MirrorSourceConnector
 from data_plane.connect.connectors.postgres_cdc import PostgresCdcSourceConnector
 from data_plane.connect.connectors.postgres_sink import PostgresSinkConnector
 
@@ -20,6 +22,8 @@ PLUGINS: dict[str, type[Connector]] = {
     "org.apache.kafka.connect.file.FileStreamSinkConnector": FileStreamSinkConnector,
     "io.millrace.connect.postgres.PostgresCdcSourceConnector": PostgresCdcSourceConnector,
     "io.millrace.connect.postgres.PostgresSinkConnector": PostgresSinkConnector,
+    "io.millrace.connect.mirror.MirrorSourceConnector": MirrorSourceConnector,
+    "io.millrace.connect.http.HttpSinkConnector": HttpSinkConnector,
 }
 
 

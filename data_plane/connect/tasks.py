@@ -31,6 +31,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import structlog
+
 from data_plane.connect.api import (
     RetriableException,
     SinkTask,
@@ -58,6 +60,7 @@ from data_plane.connect.errors import (
     ToleranceOperator,
     error_headers,
 )
+from data_plane.connect.metrics import WORKER_METRICS, ConnectMetrics
 from data_plane.connect.offsets import OffsetStore, offset_key
 from data_plane.connect.transforms import build_chain
 
@@ -73,6 +76,8 @@ WORKER_CONFIG = ConfigDef(
         ConfigKey("offset.flush.interval.ms", ConfigType.LONG, 60_000, doc="how often offsets are committed", validator=at_least(1)),  # noqa: E501
         ConfigKey("offset.flush.timeout.ms", ConfigType.LONG, 5_000, doc="how long a stop waits for records in flight", validator=at_least(0)),  # noqa: E501
         ConfigKey("task.shutdown.graceful.timeout.ms", ConfigType.LONG, 5_000, doc="how long a stop waits for a task", validator=at_least(0)),  # noqa: E501
+        ConfigKey("metrics.port", ConfigType.INT, None, doc="serve Prometheus metrics at /metrics on this port (0: any free one; unset: none)", validator=at_least(0)),  # noqa: E501
+        ConfigKey("metrics.host", ConfigType.STRING, "127.0.0.1", doc="the address the metrics endpoint binds"),  # noqa: E501
     ]
 )  # fmt: skip
 
@@ -195,8 +200,10 @@ class WorkerTask:
         worker_id: str,
         on_status: Callable[[str, int, Status], None] | None = None,
         on_topic: Callable[[str, str, int], None] | None = None,
+        metrics: ConnectMetrics | None = None,
     ) -> None:
         self.connector = connector
+        self.metrics = metrics or WORKER_METRICS
         # Kafka's active topics (KIP-558): (connector, topic, task) the first time the task
         # produces to or is assigned a topic.
         self._on_topic = on_topic
@@ -232,6 +239,15 @@ class WorkerTask:
             for is_key in (True, False)
         }
         self.transforms = build_chain(self.connector_config)
+        self._labels = (self.connector, str(self.task_id))
+        self._skipped = 0
+
+    def _count_skipped(self) -> None:
+        """Tolerated failures since the last look, into the skipped-records counter."""
+        failed = self.errors.failed
+        if failed != self._skipped:
+            self.metrics.skipped.labels(*self._labels).inc(failed - self._skipped)
+            self._skipped = failed
 
     def _used(self, topic: str) -> None:
         if topic in self.topics:
@@ -245,6 +261,7 @@ class WorkerTask:
 
     def _set(self, state: State, trace: str | None = None) -> None:
         self.status = Status(state, self.worker_id, trace)
+        self.metrics.task_state(self.connector, self.task_id, state.value)
         if self._on_status is not None:
             self._on_status(self.connector, self.task_id, self.status)
 
@@ -253,6 +270,10 @@ class WorkerTask:
         self._thread.start()
 
     def _run(self) -> None:
+        # Every log line of this thread names the connector and the task (Kafka Connect's
+        # MDC "[name|task-n]"): fields of the JSON lines, key=value in plain ones.
+        structlog.contextvars.bind_contextvars(connector=self.connector, task=self.task_id)
+        self._skipped = 0
         try:
             self._set(State.RUNNING)
             self.execute()
@@ -310,6 +331,7 @@ class WorkerSourceTask(WorkerTask):
             "client.id": f"connector-producer-{self.name}",
         }
         producer = Producer(conf)
+        self._written = self.metrics.written.labels(*self._labels)
         self.task.initialize(_SourceContext(self.store, self.connector))
         self.task.start(self.task_config)
         interval = self.worker["offset.flush.interval.ms"] / 1000
@@ -317,9 +339,12 @@ class WorkerSourceTask(WorkerTask):
         try:
             while self._wait_while_paused():
                 records = self.errors.execute(TASK_POLL, self.task.poll, executing=self.task)
+                if records:
+                    self.metrics.polled.labels(*self._labels).inc(len(records))
                 for record in records or ():
                     self._send(producer, record)
                 producer.poll(0 if records else 0.05)
+                self._count_skipped()
                 if self.failure is not None:
                     raise self.failure
                 if time.monotonic() >= next_commit:
@@ -373,7 +398,9 @@ class WorkerSourceTask(WorkerTask):
                     return
             self.task.commit_record(record)
             self.submitted.ack(entry)
+            written.inc()
 
+        written = self._written
         kwargs: dict[str, Any] = {"on_delivery": delivered}
         if out.topic not in self.topics:
             self._used(out.topic)
@@ -393,7 +420,12 @@ class WorkerSourceTask(WorkerTask):
     def commit_offsets(self) -> None:
         offsets = self.submitted.committable()
         if offsets:
-            self.store.put(self.connector, offsets)
+            try:
+                self.store.put(self.connector, offsets)
+            except Exception:
+                self.metrics.commits.labels(*self._labels, "failed").inc()
+                raise
+            self.metrics.commits.labels(*self._labels, "ok").inc()
             self.task.committed(list(offsets.values()))
             self.task.commit()
 
@@ -471,9 +503,13 @@ class WorkerSinkTask(WorkerTask):
                     continue
                 self._apply_rewinds()
                 messages = consumer.consume(500, 0.2)
+                if messages:
+                    self.metrics.read.labels(*self._labels).inc(len(messages))
                 records = [r for r in (self._convert(m) for m in messages) if r is not None]
                 if records:
                     self._put(records)
+                    self.metrics.put.labels(*self._labels).inc(len(records))
+                self._count_skipped()
                 for m in messages:
                     topic, partition, offset = m.topic(), m.partition(), m.offset()
                     if m.error() is None and topic and partition is not None and offset is not None:
@@ -594,6 +630,7 @@ class WorkerSinkTask(WorkerTask):
             except BufferError:
                 self._dlq.poll(0.05)
         self._dlq.poll(0)
+        self.metrics.dead_lettered.labels(*self._labels).inc()
 
     def commit_offsets(self) -> None:
         from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -608,10 +645,15 @@ class WorkerSinkTask(WorkerTask):
         safe = {tp: o for tp, o in safe.items() if tp in self.context.assigned}
         if not safe:
             return
-        self._consumer.commit(
-            offsets=[KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in safe.items()],
-            asynchronous=False,
-        )
+        try:
+            self._consumer.commit(
+                offsets=[KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in safe.items()],
+                asynchronous=False,
+            )
+        except Exception:
+            self.metrics.commits.labels(*self._labels, "failed").inc()
+            raise
+        self.metrics.commits.labels(*self._labels, "ok").inc()
         self.committed.update(safe)
 
     def _assigned(self, consumer: Any, partitions: Sequence[Any]) -> None:

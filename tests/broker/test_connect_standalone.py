@@ -7,6 +7,7 @@ with Kafka Connect's error headers while the good ones flow."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -61,6 +62,20 @@ class Worker:
     def stop(self, sig: int = signal.SIGTERM) -> None:
         self.process.send_signal(sig)
         self.process.wait(timeout=60)
+
+
+def _metrics(url: str) -> dict[str, float]:
+    """The samples of a Prometheus text page, by name and labels."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            samples[key] = float(value)
+    return samples
 
 
 def _wait_lines(path: Path, count: int, timeout: float = 60) -> list[str]:
@@ -196,13 +211,16 @@ def test_bad_records_go_to_the_dead_letter_queue_with_error_headers(kafka, tmp_p
             **{
                 "value.converter": "org.apache.kafka.connect.json.JsonConverter",
                 "value.converter.schemas.enable": "false",
+                "metrics.port": "0",
             },
         ),
     )
+    name = f"json-out-{uuid.uuid4().hex[:4]}"
     sink = _properties(
         tmp_path / "sink.properties",
         {
-            "name": f"json-out-{uuid.uuid4().hex[:4]}",
+            "name": name,
+            "errors.log.enable": "true",
             "connector.class": "FileStreamSink",
             "file": str(sink_file),
             "topics": topic,
@@ -217,8 +235,28 @@ def test_bad_records_go_to_the_dead_letter_queue_with_error_headers(kafka, tmp_p
     running = Worker(tmp_path, kafka.env, [worker, sink])
     try:
         lines = _wait_lines(sink_file, 3)
+        # The worker's metrics count what happened, per connector and task.
+        found = re.search(r"connect metrics on (http://\S+)", running.log.read_text())
+        assert found, running.log.read_text()[-2000:]
+        deadline = time.monotonic() + 30
+        while True:
+            metrics = _metrics(found.group(1))
+            labels = f'connector="{name}",task="0"'
+            if metrics.get(f"millrace_connect_deadletterqueue_produce_total{{{labels}}}") == 2:
+                break
+            assert time.monotonic() < deadline, metrics
+            time.sleep(0.5)
+        assert metrics[f"millrace_connect_sink_records_read_total{{{labels}}}"] == 5
+        assert metrics[f"millrace_connect_sink_records_put_total{{{labels}}}"] == 3
+        assert metrics[f"millrace_connect_records_skipped_total{{{labels}}}"] == 2
+        state = f'millrace_connect_task_state{{connector="{name}",state="RUNNING",task="0"}}'
+        assert metrics[state] == 1
     finally:
         running.stop()
+    # The task's log lines name the connector and the task.
+    tolerated = [line for line in running.log.read_text().splitlines() if "tolerated" in line]
+    assert tolerated and all(f"connector={name}" in line and "task=0" in line
+                             for line in tolerated), tolerated  # fmt: skip
     assert [json.loads(line) for line in lines] == [{"n": n, "from": topic} for n in (1, 2, 3)]
     from confluent_kafka import Consumer
 

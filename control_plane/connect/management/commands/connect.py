@@ -26,8 +26,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from data_plane.connect.config import ConfigException
 from data_plane.connect.distributed import DistributedHerder
+from data_plane.connect.metrics import WORKER_METRICS
 from data_plane.connect.properties import load_config
 from data_plane.connect.standalone import StandaloneWorker
+from data_plane.connect.tasks import WORKER_CONFIG
 
 logger = logging.getLogger("millrace.connect")
 
@@ -62,6 +64,7 @@ class Command(BaseCommand):
         except ConfigException as exc:
             worker.stop()
             raise CommandError(str(exc)) from exc
+        self._metrics(worker_config)
         self.stdout.write(f"connect worker ready ({len(connectors)} connectors)")
         self.stdout.flush()
         try:
@@ -69,6 +72,21 @@ class Command(BaseCommand):
         finally:
             worker.stop()
             self.stdout.write("connect worker stopped")
+
+    def _metrics(self, worker_config: dict[str, str]) -> None:
+        """Serve the worker's Prometheus metrics if its config sets ``metrics.port``."""
+        parsed = WORKER_CONFIG.parse(worker_config)
+        if parsed["metrics.port"] is None:
+            return
+        try:
+            server = WORKER_METRICS.serve(parsed["metrics.host"], parsed["metrics.port"])
+        except OSError as exc:
+            raise CommandError(
+                f"metrics.port: {parsed['metrics.host']}:{parsed['metrics.port']} is not free "
+                f"({exc.strerror})"
+            ) from exc
+        host, port = server.server_address[:2]
+        self.stdout.write(f"connect metrics on http://{host}:{port}/metrics")
 
     def _distributed(self, options: dict[str, Any]) -> None:
         if options["connector_configs"]:
@@ -89,6 +107,7 @@ class Command(BaseCommand):
         while not herder.ready.wait(0.2):
             if not runner.is_alive():
                 raise CommandError("the worker stopped before it joined its cluster")
+        self._metrics(worker_config)
         self.stdout.write(
             f"connect worker {herder.worker_id} ready in cluster {herder.config['group.id']}"
         )
