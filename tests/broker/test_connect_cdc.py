@@ -190,6 +190,7 @@ def test_table_to_topic_to_table_through_worker_kills(kafka, tmp_path: Path, dat
             "connection.url": f"postgresql://postgres@127.0.0.1:5432/{target}",
             "table.name.format": "accounts", "insert.mode": "upsert",
             "pk.mode": "record_key", "delete.enabled": "true", "auto.create": "true",
+            "exactly.once": "true",
             **json_converters,
         })  # fmt: skip
         cluster.wait_tasks("pg-in", 1, "RUNNING")
