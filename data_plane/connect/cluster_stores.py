@@ -90,6 +90,10 @@ class ConfigStore:
 
     def start(self, timeout: float = 30.0) -> None:
         self.log.start(timeout)
+
+    def read_to_end(self, timeout: float = 30.0) -> None:
+        """Everything written to the topic so far is in memory when this returns."""
+        self.log.read_to_end(timeout)
         self._started = True
 
     def take_restarts(self) -> list[RestartRequest]:

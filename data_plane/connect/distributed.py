@@ -62,6 +62,7 @@ from data_plane.connect.config import (
     Importance,
     at_least,
     non_empty,
+    one_of,
 )
 from data_plane.connect.kafka_log import KafkaBasedLog
 from data_plane.connect.membership import (
@@ -82,6 +83,7 @@ DISTRIBUTED_CONFIG = ConfigDef(
         ConfigKey("group.id", ConfigType.STRING, importance=Importance.HIGH, doc="the Connect cluster's group", validator=non_empty),  # noqa: E501
         ConfigKey("config.storage.topic", ConfigType.STRING, importance=Importance.HIGH, doc="connector configs (compacted, one partition)", validator=non_empty),  # noqa: E501
         ConfigKey("offset.storage.topic", ConfigType.STRING, importance=Importance.HIGH, doc="source offsets (compacted)", validator=non_empty),  # noqa: E501
+        ConfigKey("exactly.once.source.support", ConfigType.STRING, "disabled", doc="enabled: source tasks write their records and offsets in one transaction per poll (KIP-618)", validator=one_of("disabled", "preparing", "enabled")),  # noqa: E501
         ConfigKey("status.storage.topic", ConfigType.STRING, importance=Importance.HIGH, doc="statuses (compacted)", validator=non_empty),  # noqa: E501
         ConfigKey("heartbeat.interval.ms", ConfigType.INT, 3_000, validator=at_least(1)),
         ConfigKey("session.timeout.ms", ConfigType.INT, 10_000, validator=at_least(1)),

@@ -20,8 +20,10 @@ only set events the thread reads. Status is read from any thread.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
+import json
 import logging
 import re
 import threading
@@ -166,6 +168,17 @@ class SubmittedRecords:
         with self._lock:
             entry[1] = True
             self.in_flight -= 1
+
+    def committable_all(self) -> dict[str, dict[str, Any]]:
+        """The last offset submitted per source partition, whether acknowledged or not
+        (a transaction commits them with the records, or neither), the lists emptied."""
+        found: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for key, entries in self._pending.items():
+                if entries:
+                    found[key] = entries[-1][0]
+            self._pending.clear()  # entries still unacknowledged are acknowledged later
+        return found
 
     def committable(self) -> dict[str, dict[str, Any]]:
         """Offsets to commit now (removed from the pending lists)."""
@@ -330,7 +343,19 @@ class WorkerSourceTask(WorkerTask):
             "linger.ms": 5,
             "client.id": f"connector-producer-{self.name}",
         }
+        offsets_topic = self._transactional_offsets_topic()
+        if offsets_topic is not None:
+            # KIP-618: one transaction per poll holds the records and their offsets; a
+            # restarted task (same transactional id) fences and aborts what it left open.
+            group = self.worker_config.get("group.id", "connect")
+            conf["transactional.id"] = f"{group}-{self.connector}-{self.task_id}"
         producer = Producer(conf)
+        if offsets_topic is not None:
+            producer.init_transactions(self.worker["offset.flush.timeout.ms"] / 1000 + 55)
+            # What the fenced instance committed is read before the task asks for it.
+            refresh = getattr(self.store, "read_to_end", None)
+            if refresh is not None:
+                refresh()
         self._written = self.metrics.written.labels(*self._labels)
         self.task.initialize(_SourceContext(self.store, self.connector))
         self.task.start(self.task_config)
@@ -341,6 +366,12 @@ class WorkerSourceTask(WorkerTask):
                 records = self.errors.execute(TASK_POLL, self.task.poll, executing=self.task)
                 if records:
                     self.metrics.polled.labels(*self._labels).inc(len(records))
+                if offsets_topic is not None:
+                    if records:
+                        self._transaction(producer, records, offsets_topic)
+                    else:
+                        producer.poll(0.05)
+                    continue
                 for record in records or ():
                     self._send(producer, record)
                 producer.poll(0 if records else 0.05)
@@ -351,10 +382,45 @@ class WorkerSourceTask(WorkerTask):
                     self.commit_offsets()
                     next_commit = time.monotonic() + interval
         finally:
-            producer.flush(self.worker["offset.flush.timeout.ms"] / 1000)
-            if self.failure is None:
-                self.commit_offsets()
+            if offsets_topic is None:
+                producer.flush(self.worker["offset.flush.timeout.ms"] / 1000)
+                if self.failure is None:
+                    self.commit_offsets()
             self.task.stop()
+
+    def _transactional_offsets_topic(self) -> str | None:
+        """The offsets topic when this task writes in transactions (KIP-618), else None."""
+        enabled = self.worker_config.get("exactly.once.source.support", "").strip() == "enabled"
+        topic = (self.worker_config.get("offset.storage.topic") or "").strip()
+        return topic if enabled and topic else None
+
+    def _transaction(self, producer: Any, records: Sequence[ConnectRecord], topic: str) -> None:
+        """The batch's records and the last offset of each of its source partitions, in
+        one transaction: both are visible to read_committed readers, or neither."""
+        from confluent_kafka import KafkaException
+
+        timeout = self.worker["offset.flush.timeout.ms"] / 1000 + 55
+        producer.begin_transaction()
+        try:
+            for record in records:
+                self._send(producer, record)
+            self._count_skipped()
+            offsets = self.submitted.committable_all()
+            for key, offset in offsets.items():
+                producer.produce(topic, json.dumps(offset, separators=(",", ":")).encode(),
+                                 key.encode())  # fmt: skip
+            producer.commit_transaction(timeout)
+        except KafkaException as exc:
+            with contextlib.suppress(KafkaException):
+                producer.abort_transaction(timeout)
+            self.metrics.commits.labels(*self._labels, "failed").inc()
+            raise RuntimeError(f"the transaction of {len(records)} records failed: {exc}") from exc
+        if self.failure is not None:
+            raise self.failure
+        self.metrics.commits.labels(*self._labels, "ok").inc()
+        if offsets:
+            self.task.committed(list(offsets.values()))
+            self.task.commit()
 
     def _send(self, producer: Any, record: ConnectRecord) -> None:
         transformed = (

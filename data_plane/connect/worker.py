@@ -32,6 +32,7 @@ from data_plane.connect.config import (
     Importance,
     at_least,
     non_empty,
+    one_of,
 )
 from data_plane.connect.errors import (
     ERRORS_CONFIG,
@@ -64,12 +65,27 @@ CONNECTOR_CONFIG = ConfigDef(
     ]
 ).merged(ERRORS_CONFIG)  # fmt: skip
 
+# Exactly-once sources (KIP-618): the connector's side.
+SOURCE_CONFIG = ConfigDef(
+    [
+        ConfigKey("exactly.once.support", ConfigType.STRING, "requested", doc="required: refuse to run unless the worker writes this source's records and offsets in transactions (exactly.once.source.support=enabled)", validator=one_of("requested", "required")),  # noqa: E501
+        ConfigKey("transaction.boundary", ConfigType.STRING, "poll", doc="poll: one transaction per batch of records a task's poll returns (the only boundary supported)", validator=one_of("poll")),  # noqa: E501
+    ]
+)  # fmt: skip
+
 SINK_CONFIG = ConfigDef(
     [
         ConfigKey("topics", ConfigType.LIST, [], importance=Importance.HIGH, doc="topics to read"),
         ConfigKey("topics.regex", ConfigType.STRING, "", importance=Importance.HIGH, doc="or a regular expression of topics to read"),  # noqa: E501
     ]
 )  # fmt: skip
+
+
+def exactly_once_sources(worker_config: Mapping[str, str]) -> bool:
+    """Whether the worker runs source tasks in transactions (KIP-618): its config enables
+    it and it keeps offsets in a topic (a distributed worker)."""
+    enabled = (worker_config.get("exactly.once.source.support") or "").strip() == "enabled"
+    return enabled and bool((worker_config.get("offset.storage.topic") or "").strip())
 
 
 def new_connector(plugin: str, worker_config: Mapping[str, str]) -> Connector:
@@ -91,6 +107,14 @@ def validate_connector_config(
         except ConfigException as exc:
             errors["connector.class"] = [exc.message]
         else:
+            if not issubclass(kind, SinkConnector):
+                errors.update(SOURCE_CONFIG.errors(config))
+                required = (config.get("exactly.once.support") or "").strip() == "required"
+                if required and not exactly_once_sources(worker_config):
+                    errors.setdefault("exactly.once.support", []).append(
+                        "this worker does not run sources exactly once "
+                        "(exactly.once.source.support=enabled, in distributed mode)"
+                    )
             if issubclass(kind, SinkConnector):
                 errors.update(SINK_CONFIG.errors(config))
                 topics = [t for t in (config.get("topics") or "").split(",") if t.strip()]

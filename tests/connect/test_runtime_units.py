@@ -169,3 +169,15 @@ def test_client_settings_from_a_java_worker_config() -> None:
 def test_a_config_exception_names_its_key() -> None:
     exc = ConfigException("transforms.x.type", "unknown transform")
     assert exc.name == "transforms.x.type" and "transforms.x.type" in str(exc)
+
+
+def test_exactly_once_sources_are_validated_against_the_worker() -> None:
+    source = {"name": "s", "connector.class": "FileStreamSource", "file": "/tmp/x", "topic": "t"}
+    standalone = {"bootstrap.servers": "127.0.0.1:9092", "offset.storage.file.filename": "/o"}
+    distributed = {"bootstrap.servers": "127.0.0.1:9092", "offset.storage.topic": "offsets",
+                   "exactly.once.source.support": "enabled"}  # fmt: skip
+    required = {**source, "exactly.once.support": "required"}
+    assert "exactly.once.support" in validate_connector_config(required, standalone)
+    assert validate_connector_config(required, distributed) == {}
+    interval = {**source, "transaction.boundary": "connector"}
+    assert "transaction.boundary" in validate_connector_config(interval, distributed)
