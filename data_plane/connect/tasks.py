@@ -117,6 +117,46 @@ def client_config(worker: Mapping[str, str], prefix: str | None) -> dict[str, st
     return conf
 
 
+# Kafka's connector.client.config.override.policy: which <client>.override.* keys a
+# connector config may set ("Principal": only who the client is).
+OVERRIDE_POLICIES = ("None", "Principal", "All")
+PRINCIPAL_KEYS = frozenset({"sasl.jaas.config", "sasl.username", "sasl.password", "sasl.mechanism",
+                            "sasl.mechanisms", "security.protocol"})  # fmt: skip
+OVERRIDE_PREFIXES = ("producer.override.", "consumer.override.", "admin.override.")
+
+
+def client_overrides(connector: Mapping[str, str], client: str) -> dict[str, str]:
+    """A connector's own settings for its tasks' ``client`` ("producer", "consumer"):
+    Kafka's ``producer.override.*`` / ``consumer.override.*``, Java's ``sasl.jaas.config``
+    translated. So a connector can run as another service account than the worker."""
+    prefix = f"{client}.override."
+    found = {k[len(prefix) :]: v for k, v in connector.items() if k.startswith(prefix)}
+    jaas = found.pop("sasl.jaas.config", None)
+    if jaas:
+        for key, value in _JAAS.findall(jaas):
+            found[f"sasl.{key}"] = re.sub(r"\\(.)", r"\1", value)
+    return found
+
+
+def override_errors(
+    connector: Mapping[str, str], worker: Mapping[str, str]
+) -> dict[str, list[str]]:
+    """The connector's client overrides the worker's policy refuses, by key."""
+    policy = (worker.get("connector.client.config.override.policy") or "All").strip()
+    if policy not in OVERRIDE_POLICIES:
+        policy = "None"
+    errors: dict[str, list[str]] = {}
+    for key in connector:
+        prefix = next((p for p in OVERRIDE_PREFIXES if key.startswith(p)), None)
+        if prefix is None or policy == "All":
+            continue
+        if policy == "Principal" and key[len(prefix) :] in PRINCIPAL_KEYS:
+            continue
+        errors[key] = [f"not allowed by this worker's connector.client.config.override.policy "
+                       f"({policy})"]  # fmt: skip
+    return errors
+
+
 class State(enum.Enum):
     UNASSIGNED = "UNASSIGNED"
     RUNNING = "RUNNING"
@@ -262,6 +302,12 @@ class WorkerTask:
             self.metrics.skipped.labels(*self._labels).inc(failed - self._skipped)
             self._skipped = failed
 
+    def _client(self, client: str) -> dict[str, str]:
+        """The worker's settings for this kind of client, then the connector's overrides."""
+        return client_config(self.worker_config, f"{client}.") | client_overrides(
+            self.connector_config, client
+        )
+
     def _used(self, topic: str) -> None:
         if topic in self.topics:
             return
@@ -337,7 +383,7 @@ class WorkerSourceTask(WorkerTask):
     def execute(self) -> None:
         from confluent_kafka import Producer
 
-        conf = client_config(self.worker_config, "producer.") | {
+        conf = self._client("producer") | {
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": 5,
@@ -542,7 +588,7 @@ class WorkerSinkTask(WorkerTask):
     def execute(self) -> None:
         from confluent_kafka import Consumer
 
-        conf = client_config(self.worker_config, "consumer.") | {
+        conf = self._client("consumer") | {
             "group.id": self.group_id(),
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -673,7 +719,7 @@ class WorkerSinkTask(WorkerTask):
         if self._dlq is None:
             from confluent_kafka import Producer
 
-            conf = client_config(self.worker_config, "producer.") | {
+            conf = self._client("producer") | {
                 "enable.idempotence": True,
                 "acks": "all",
                 "client.id": f"connector-dlq-producer-{self.name}",

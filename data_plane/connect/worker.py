@@ -46,6 +46,7 @@ from data_plane.connect.tasks import (
     WorkerSinkTask,
     WorkerSourceTask,
     WorkerTask,
+    override_errors,
 )
 from data_plane.connect.transforms import chain_errors
 
@@ -100,6 +101,7 @@ def validate_connector_config(
     """Every key's errors: the common keys, the transforms, the connector's own keys."""
     errors = CONNECTOR_CONFIG.errors(config)
     errors.update(chain_errors(config))
+    errors.update(override_errors(config, worker_config))
     plugin = config.get("connector.class")
     if plugin:
         try:

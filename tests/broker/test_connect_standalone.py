@@ -277,3 +277,44 @@ def test_bad_records_go_to_the_dead_letter_queue_with_error_headers(kafka, tmp_p
     assert headers["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert headers["__connect.errors.connector.name"].startswith(b"json-out-")
     assert b"JsonConverter" in headers["__connect.errors.class.name"]
+
+
+def test_a_connector_runs_as_the_key_its_config_names(kafka, tmp_path: Path) -> None:
+    """Kafka's client overrides: the worker's key may write the topic, the connector's own
+    (``producer.override.*``, a key that may only read ``shared-`` topics) may not, so the
+    task fails for want of the connector's ACLs, and nothing reaches the topic."""
+    topic = topic_name("connect-as")
+    _create(kafka, topic)
+    source_file = tmp_path / "in.txt"
+    source_file.write_text("one\ntwo\n")
+    reader = kafka.reader_a
+    worker = _properties(tmp_path / "worker.properties", _worker_config(kafka, tmp_path))
+    source = _properties(
+        tmp_path / "source.properties",
+        {
+            "name": f"as-reader-{uuid.uuid4().hex[:4]}",
+            "connector.class": "FileStreamSource",
+            "file": str(source_file),
+            "topic": topic,
+            "producer.override.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{reader.key_id}" password="{reader.secret}";'
+            ),
+        },
+    )
+    running = Worker(tmp_path, kafka.env, [worker, source])
+    try:
+        deadline = time.monotonic() + 60
+        while "TOPIC_AUTHORIZATION_FAILED" not in running.log.read_text().upper().replace(" ", "_"):
+            assert time.monotonic() < deadline, running.log.read_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        running.stop()
+    assert reader.secret not in running.log.read_text()
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(confluent_conf(kafka, kafka.admin_a) | {"group.id": "count-as"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1] == 0
+    finally:
+        consumer.close()

@@ -181,3 +181,25 @@ def test_exactly_once_sources_are_validated_against_the_worker() -> None:
     assert validate_connector_config(required, distributed) == {}
     interval = {**source, "transaction.boundary": "connector"}
     assert "transaction.boundary" in validate_connector_config(interval, distributed)
+
+
+def test_a_connector_may_run_as_another_principal_as_the_worker_allows() -> None:
+    from data_plane.connect.tasks import client_overrides
+
+    config = {
+        "name": "s", "connector.class": "FileStreamSource", "file": "/tmp/x", "topic": "t",
+        "producer.override.sasl.jaas.config":
+            'org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="KEY2" password="p\\"w";',
+        "producer.override.linger.ms": "50",
+    }  # fmt: skip
+    assert client_overrides(config, "producer") == {
+        "sasl.username": "KEY2", "sasl.password": 'p"w', "linger.ms": "50"}  # fmt: skip
+    assert client_overrides(config, "consumer") == {}
+    worker = {"bootstrap.servers": "127.0.0.1:9092", "offset.storage.file.filename": "/o"}
+    assert validate_connector_config(config, worker) == {}  # Kafka's default policy: All
+    principal = {**worker, "connector.client.config.override.policy": "Principal"}
+    assert list(validate_connector_config(config, principal)) == ["producer.override.linger.ms"]
+    none = {**worker, "connector.client.config.override.policy": "None"}
+    assert set(validate_connector_config(config, none)) == {
+        "producer.override.sasl.jaas.config", "producer.override.linger.ms"}  # fmt: skip
