@@ -14,7 +14,7 @@ TEMPLATES = CHART / "templates"
 DOCKER = ROOT / "docker"
 
 # The roles of docs' interface table: `docker/entrypoint.sh <role>`.
-ROLES = {"web", "broker", "worker", "beat", "migrate", "healthcheck"}
+ROLES = {"web", "broker", "worker", "beat", "migrate", "connect", "healthcheck"}
 
 
 def load_yaml(path: Path) -> Any:

@@ -134,3 +134,24 @@ def lookup(values: Any, path: tuple[str, ...]) -> bool:
         else:
             return False
     return True
+
+
+def enclosing_blocks(text: str, index: int) -> list[str]:
+    """The blocks (`if`, `with`, `range`, `define`) open at character `index` of a template,
+    outermost first, as their actions read: "if .Values.connect.enabled". In an `else` branch
+    the entry becomes "<opening action> / else" ("... / else if <pipeline>" for `else if`), so
+    a test can tell the branches apart."""
+    text = _COMMENT.sub(lambda m: " " * len(m.group(0)), text)
+    stack: list[str] = []
+    for match in _ACTION.finditer(text):
+        if match.start() >= index:
+            break
+        action = " ".join(match.group(1).split())
+        keyword = action.split(None, 1)[0] if action else ""
+        if keyword in {"if", "with", "range", "define", "block"}:
+            stack.append(action)
+        elif keyword == "else" and stack:
+            stack[-1] = f"{stack[-1].split(' / else', 1)[0]} / {action}"
+        elif keyword == "end" and stack:
+            stack.pop()
+    return stack

@@ -101,10 +101,10 @@ def test_the_objects_the_deployment_needs_are_there():
     kinds = {}
     for obj in all_objects():
         kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
-    assert kinds["Deployment"] == 3  # web, worker, beat
+    assert kinds["Deployment"] == 4  # web, worker, beat, connect (with connect.enabled)
     assert kinds["StatefulSet"] == 1  # brokers
     assert kinds["Job"] == 1  # migrations
-    assert kinds["ServiceMonitor"] == 3  # web, brokers, worker
+    assert kinds["ServiceMonitor"] == 4  # web, brokers, worker, connect
     for kind in (
         "Service",
         "Ingress",
@@ -134,6 +134,7 @@ def test_every_workload_runs_a_role_of_the_entrypoint():
         ("Deployment", "-beat"): "beat",
         ("StatefulSet", "-broker"): "broker",
         ("Job", "-migrate"): "migrate",
+        ("Deployment", "-connect"): "connect",
     }
     for (kind, suffix), role in roles.items():
         workload = named(kind, suffix)
@@ -235,3 +236,25 @@ def test_the_dashboard_configmap_ships_the_dashboard_file():
     assert '.Files.Get "dashboards/millrace.json"' in text
     assert (CHART / "dashboards" / "millrace.json").is_file()
     assert load_yaml(CHART / "values.yaml")["dashboards"]["labels"] == {"grafana_dashboard": "1"}
+
+
+def test_enclosing_blocks_tells_branches_apart():
+    from tests.deploy.gotemplate import enclosing_blocks
+
+    text = (
+        "{{- /* {{ if nothing }} */}}\n"
+        "{{- if .Values.a }}\n"
+        "A\n"
+        "{{- with .Values.b }}B{{ end }}\n"
+        "{{- else if .Values.c }}\n"
+        "C\n"
+        "{{- else }}\n"
+        "D\n"
+        "{{- end }}\n"
+        "E\n"
+    )
+    assert enclosing_blocks(text, text.index("A")) == ["if .Values.a"]
+    assert enclosing_blocks(text, text.index("B")) == ["if .Values.a", "with .Values.b"]
+    assert enclosing_blocks(text, text.index("C")) == ["if .Values.a / else if .Values.c"]
+    assert enclosing_blocks(text, text.index("D")) == ["if .Values.a / else"]
+    assert enclosing_blocks(text, text.index("E")) == []

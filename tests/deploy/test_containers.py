@@ -71,7 +71,9 @@ def test_role_commands():
     assert "celery -A control_plane worker -Q millrace" in arms["worker"]
     assert "celery -A control_plane beat" in arms["beat"]
     assert "manage.py migrate --noinput" in arms["migrate"]
+    assert 'exec python /app/manage.py connect "$config"' in arms["connect"]
     assert "MILLRACE_BROKER_METRICS_PORT" in arms["healthcheck"]
+    assert "connect_config healthcheck" in arms["healthcheck"]
 
 
 def run_entrypoint(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -172,7 +174,8 @@ def image_services() -> dict[str, dict]:
 
 def test_compose_services_using_the_image_run_entrypoint_roles():
     services = image_services()
-    assert {"migrate", "web", "worker", "beat", "broker-1", "broker-2", "broker-3"} <= set(services)
+    roles_run = {"migrate", "web", "worker", "beat", "connect"}
+    assert roles_run | {"broker-1", "broker-2", "broker-3"} <= set(services)
     roles = entrypoint_roles()
     for name, svc in services.items():
         command = svc.get("command")
@@ -186,8 +189,8 @@ def test_compose_health_checks_match_the_roles():
         check = svc.get("healthcheck")
         if role == "web":
             assert check is None or not check.get("disable"), "web keeps the image's check"
-        elif role == "broker":
-            assert check["test"] == ["CMD", "/app/docker/entrypoint.sh", "healthcheck", "broker"]
+        elif role in ("broker", "connect"):
+            assert check["test"] == ["CMD", "/app/docker/entrypoint.sh", "healthcheck", role]
         else:
             # The image's HEALTHCHECK asks the web port, which no other role serves.
             assert check == {"disable": True}, name

@@ -1,6 +1,6 @@
 """The Grafana dashboard: valid JSON, one datasource variable used by every panel, and only
-metric names that Millrace exports (brokers' read from their registry; web and worker names
-from the deploy interface, written out here)."""
+metric names that Millrace exports (brokers' and Connect workers' read from their registries;
+web and worker names from the deploy interface, written out here)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.metrics_core import Metric
 
 from data_plane.broker.metrics import BrokerMetrics, BrokerState
+from data_plane.connect.metrics import ConnectMetrics
 from tests.deploy.conftest import CHART
 
 DASHBOARD = CHART / "dashboards" / "millrace.json"
@@ -48,6 +49,10 @@ REQUIRED = {
     "millrace_http_requests_total",
     "millrace_http_request_duration_seconds_bucket",
     "millrace_celery_tasks_total",
+    "millrace_connect_source_records_written_total",
+    "millrace_connect_sink_records_put_total",
+    "millrace_connect_task_state",
+    "millrace_connect_deadletterqueue_produce_total",
 }
 SUFFIXES = {
     "counter": ("_total",),
@@ -77,6 +82,14 @@ def broker_series() -> set[str]:
     )
     names: set[str] = set()
     for family in metrics.registry.collect():
+        names |= series_names(family)
+    return names
+
+
+def connect_series() -> set[str]:
+    """A Connect worker's metrics (port 9810), read from its registry."""
+    names: set[str] = set()
+    for family in ConnectMetrics().registry.collect():
         names |= series_names(family)
     return names
 
@@ -135,9 +148,16 @@ def test_broker_names_come_from_the_registry():
 
 
 def test_every_metric_in_the_dashboard_is_exported(dashboard):
-    known = broker_series() | WEB_AND_WORKER
+    known = broker_series() | WEB_AND_WORKER | connect_series()
     used = set().union(*(metric_names(e) for e in expressions(dashboard)))
     assert used - known == set()
+
+
+def test_connect_names_come_from_the_registry():
+    names = connect_series()
+    assert "millrace_connect_source_records_polled_total" in names
+    assert "millrace_connect_task_state" in names
+    assert "millrace_connect_source_records_polled" not in names  # a counter's series end _total
 
 
 def test_the_dashboard_covers_what_operators_watch(dashboard):

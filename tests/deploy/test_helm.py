@@ -10,6 +10,7 @@ still fully rendered and checked.
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 from pathlib import Path
@@ -53,8 +54,12 @@ def chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
-def render(chart: Path, values: Path, release: str = "millrace") -> list[dict[str, Any]]:
-    out = helm("template", release, ".", "--namespace", "streaming", "-f", str(values), cwd=chart)
+def render(
+    chart: Path, values: Path, release: str = "millrace", extra: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    out = helm(
+        "template", release, ".", "--namespace", "streaming", "-f", str(values), *extra, cwd=chart
+    )
     docs = [d for d in yaml.safe_load_all(out.stdout) if d]
     for doc in docs:
         assert doc.get("apiVersion") and doc.get("kind"), doc
@@ -176,3 +181,117 @@ def test_bad_values_are_refused(chart, bad):
         "template", "millrace", ".", "-f", str(values), "--set", bad, cwd=chart, check=False
     )
     assert result.returncode != 0, bad
+
+
+def is_connect(doc: dict[str, Any]) -> bool:
+    labels = doc["metadata"].get("labels", {})
+    return "connect" in doc["metadata"]["name"] or (
+        labels.get("app.kubernetes.io/component") == "connect"
+    )
+
+
+@pytest.mark.parametrize("values", ["external-values.yaml", "bundled-values.yaml"])
+def test_connect_is_off_by_default(chart, values):
+    docs = render(chart, chart / "ci" / values)
+    assert [d["metadata"]["name"] for d in docs if is_connect(d)] == []
+
+
+def test_connect_with_an_existing_secret(chart):
+    docs = render(chart, chart / "ci" / "connect-values.yaml")
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs if is_connect(d)) == [
+        ("Deployment", "millrace-connect"),
+        ("Service", "millrace-connect-metrics"),
+        ("ServiceMonitor", "millrace-connect"),
+    ]
+    deployment = find(docs, "Deployment", "millrace-connect")
+    assert deployment["spec"]["replicas"] == 3
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector["app.kubernetes.io/component"] == "connect"
+    pod = pod_spec(deployment)
+    assert pod["terminationGracePeriodSeconds"] == 60
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["nodeSelector"] == {"pool": "connect"}
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["example.com/team"] == "data"
+    assert "checksum/secrets" in annotations
+    (container,) = pod["containers"]
+    assert container["args"] == ["connect"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    connect_env = env(container)
+    assert connect_env["MILLRACE_CONNECT_CONFIG"] == "/etc/millrace/connect/worker.properties"
+    assert connect_env["MILLRACE_CONNECT_METRICS_PORT"] == "9810"
+    assert connect_env["MILLRACE_CONNECT_METRICS_HOST"] == "0.0.0.0"
+    assert "MILLRACE_CONNECT_PASSWORD" not in connect_env
+    assert connect_env["SECRET_KEY"] == {
+        "secretKeyRef": {"name": "millrace-secrets", "key": "secret-key"}
+    }
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["worker-config"]["secret"] == {
+        "secretName": "acme-connect",
+        "defaultMode": 0o440,
+        "items": [{"key": "worker.properties", "path": "worker.properties"}],
+    }
+    assert volumes["tmp"]["emptyDir"]["medium"] == "Memory"
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["worker-config"]["mountPath"] == "/etc/millrace/connect"
+    assert mounts["worker-config"]["readOnly"] is True
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9810, "protocol": "TCP"}]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, probe
+    monitor = find(docs, "ServiceMonitor", "millrace-connect")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"] == selector
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    service = find(docs, "Service", "millrace-connect-metrics")
+    assert service["spec"]["selector"] == selector
+    assert "checksum/connect" not in deployment["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_connect_with_credentials(chart):
+    docs = render(
+        chart,
+        chart / "ci" / "bundled-values.yaml",
+        extra=(
+            "--set",
+            "connect.enabled=true,connect.credentials.username=mk_1,connect.credentials.password=s3cret",
+        ),
+    )
+    secret = find(docs, "Secret", "millrace-connect")
+    assert secret["data"] == {
+        "username": base64.b64encode(b"mk_1").decode(),
+        "password": base64.b64encode(b"s3cret").decode(),
+    }
+    deployment = find(docs, "Deployment", "millrace-connect")
+    pod = pod_spec(deployment)
+    connect_env = env(pod["containers"][0])
+    assert connect_env["MILLRACE_CONNECT_BOOTSTRAP_SERVERS"] == (
+        "millrace-broker.streaming.svc.cluster.local:9092"
+    )
+    for name, key in (("USERNAME", "username"), ("PASSWORD", "password")):
+        assert connect_env[f"MILLRACE_CONNECT_{name}"] == {
+            "secretKeyRef": {"name": "millrace-connect", "key": key}
+        }
+    assert "worker-config" not in {v["name"] for v in pod["volumes"]}
+    # The bundled Postgres: like every other pod, it waits for the migrations.
+    assert [c["name"] for c in pod["initContainers"]] == ["wait-for-migrations"]
+    assert "checksum/connect" in deployment["spec"]["template"]["metadata"]["annotations"]
+    assert not [d for d in docs if d["kind"] == "ServiceMonitor"]  # off in these values
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "connect.enabled=true",
+        "connect.enabled=true,connect.credentials.username=mk_1",
+        "connect.enabled=true,connect.existingSecret=x,connect.credentials.password=y",
+        "connect.enabled=true,connect.existingSecret=x,connect.replicas=-1",
+    ],
+)
+def test_bad_connect_values_are_refused(chart, bad):
+    values = chart / "ci" / "external-values.yaml"
+    result = helm(
+        "template", "millrace", ".", "-f", str(values), "--set", bad, cwd=chart, check=False
+    )
+    assert result.returncode != 0, bad
+    assert "connect" in result.stderr, result.stderr

@@ -135,6 +135,15 @@ database included, exist. The pods then wait in an init container until migratio
 {{- if and .Values.brokers.externalAccess.enabled (not .Values.brokers.externalAccess.advertisedHost) -}}
 {{- fail "brokers.externalAccess.advertisedHost is required, e.g. broker-{id}.kafka.example.com" -}}
 {{- end -}}
+{{- if .Values.connect.enabled -}}
+{{- $credentials := or .Values.connect.credentials.username .Values.connect.credentials.password .Values.connect.credentials.bootstrapServers -}}
+{{- if and .Values.connect.existingSecret $credentials -}}
+{{- fail "connect: connect.existingSecret and connect.credentials are both set; choose one" -}}
+{{- end -}}
+{{- if and (not .Values.connect.existingSecret) (or (not .Values.connect.credentials.username) (not .Values.connect.credentials.password)) -}}
+{{- fail "connect: set connect.existingSecret (a Secret with worker.properties), or connect.credentials.username and .password (a service account's API key id and secret)" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* ALLOWED_HOSTS: configured hosts and Ingress hosts. Probes and scrapes, which name the pod's
