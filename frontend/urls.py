@@ -7,6 +7,7 @@ from frontend import (
     browse,
     clients,
     cluster,
+    connect,
     export,
     groups,
     members,
@@ -18,6 +19,7 @@ from frontend import (
 app_name = "frontend"
 T = "t/<slug:tenant_slug>/"
 TOPIC = T + "topics/<str:name>/"
+CONNECTOR = T + "connect/<str:name>/"
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", views.LoginView.as_view(), name="login"),
@@ -40,6 +42,16 @@ urlpatterns = [
     path(T + "groups/<str:group_id>/", groups.group_detail, name="group"),
     path(T + "groups/<str:group_id>/reset/", groups.group_reset, name="group-reset"),
     path(T + "groups/<str:group_id>/delete/", groups.group_delete, name="group-delete"),
+    path(T + "connect/", connect.connector_list, name="connectors"),
+    path(T + "create-connector/", connect.connector_create, name="connector-create"),
+    path(CONNECTOR, connect.connector_detail, name="connector"),
+    path(CONNECTOR + "state/", connect.connector_state, name="connector-state"),
+    path(CONNECTOR + "restart/", connect.connector_restart, name="connector-restart"),
+    path(CONNECTOR + "tasks/<int:task>/restart/", connect.task_restart, name="task-restart"),
+    path(
+        CONNECTOR + "topics/reset/", connect.connector_topics_reset, name="connector-topics-reset"
+    ),
+    path(CONNECTOR + "delete/", connect.connector_delete, name="connector-delete"),
     path(T + "members/", members.member_list, name="members"),
     path(T + "members/add/", members.member_add, name="member-add"),
     path(T + "members/<int:pk>/role/", members.member_role, name="member-role"),

@@ -10,21 +10,33 @@ workers started with those settings run what the API configures.
 
 Each request reads the topics it needs to their end (a few hundred milliseconds): the
 web tier holds no Connect state between requests.
+
+Every change (create, config, delete, pause/resume/stop, restarts, offsets, topics) is a
+function here taking whom to act as (a :class:`Delegation`, or a :class:`Cluster` made for
+it), the actor and the tenant: it validates, writes the cluster's topics and records the
+audit event (secrets hidden). The REST API (``views``) and the console
+(``frontend.connect``) call the same functions after checking the caller may (``READ``,
+``WRITE``), so both paths change the same way and both are audited.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from control_plane.access.policy import Need
+from control_plane.audit.services import record_event
 from control_plane.streams.kafka import Delegation, bootstrap_servers
 from data_plane import internal_auth
+from data_plane.acl import Operation, ResourceType
 from data_plane.connect.cluster_stores import (
+    ClusterConfig,
     ConfigStore,
+    RestartRequest,
     StatusStore,
     TopicOffsetStore,
     ensure_cluster_topics,
@@ -40,10 +52,19 @@ from data_plane.connect.offsets import offset_key
 from data_plane.connect.plugins import PLUGINS, connector_class, plugin_name
 from data_plane.connect.worker import CONNECTOR_CONFIG, SINK_CONFIG, validate_connector_config
 
+if TYPE_CHECKING:
+    from control_plane.core.actor import Actor
+    from control_plane.tenancy.models import Tenant
+
 GROUP = "connect-cluster"
 FILE_CONNECTORS = (FileStreamSourceConnector, FileStreamSinkConnector)
 CONFIGS, OFFSETS, STATUS = "connect-configs", "connect-offsets", "connect-status"
 READ_TIMEOUT_S = 15.0
+# Who may look and who may change, on each of the cluster's topics: an API key needs the
+# operation on the topic (its ACLs), a member the role (the console checks the same role).
+READ = Need("viewer", Operation.READ, ResourceType.TOPIC)
+WRITE = Need("developer", Operation.WRITE, ResourceType.TOPIC)
+TARGET = {"pause": "PAUSED", "resume": "STARTED", "stop": "STOPPED"}
 
 
 class ConnectError(Exception):
@@ -53,6 +74,14 @@ class ConnectError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class InvalidConfig(ConnectError):
+    """A connector config refused by validation (400), with every key's errors."""
+
+    def __init__(self, errors: Mapping[str, list[str]]) -> None:
+        super().__init__(400, invalid_message(errors))
+        self.errors = dict(errors)
 
 
 def client_conf(who: Delegation) -> dict[str, Any]:
@@ -78,12 +107,30 @@ def _missing(exc: LogError) -> bool:
     return "absent" in str(exc) or "UNKNOWN_TOPIC" in str(exc)
 
 
+def _stop(store: Any) -> None:
+    """Stop a store's log. Its producer asks for an idempotent producer id as it starts,
+    which a caller who may write no topic at all (a viewer's console principal; KIP-679)
+    is refused: the producer, never used, then fails fatally and its flush on stop says
+    so. Nothing was written then, so a read is not failed for it (what is written fails
+    at once: ``send`` waits for the acknowledgement)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        store.stop()
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if not isinstance(error, KafkaError):
+            raise
+        if error.code() != KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            raise
+
+
 @contextlib.contextmanager
 def _opened(store: Any) -> Iterator[Any]:
     try:
         store.start(READ_TIMEOUT_S)
     except LogError as exc:
-        store.stop()
+        _stop(store)
         if _missing(exc):
             yield None
             return
@@ -91,7 +138,7 @@ def _opened(store: Any) -> Iterator[Any]:
     try:
         yield store
     finally:
-        store.stop()
+        _stop(store)
 
 
 class Cluster:
@@ -234,12 +281,16 @@ def _status(exc: BaseException) -> int:
 _SECRET = ("password", "secret", "token", "jaas", "credential", "api.key")
 
 
+def is_secret(key: str) -> bool:
+    """Whether a config key's value is kept out of sight (the audit log, the console)."""
+    return any(s in key.lower() for s in _SECRET)
+
+
 def redacted(config: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A config as the audit log keeps it: secrets hidden."""
     if config is None:
         return None
-    return {k: "[hidden]" if any(s in k.lower() for s in _SECRET) else v
-            for k, v in config.items()}  # fmt: skip
+    return {k: "[hidden]" if is_secret(k) else v for k, v in config.items()}
 
 
 def offsets_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -386,3 +437,314 @@ def validate_plugin(plugin: str, config: Mapping[str, str], tenant_slug: str) ->
         ),
         "configs": entries,
     }
+
+
+# --- reads the REST API and the console share ----------------------------------------------
+
+
+def cluster_of(who: Delegation | Cluster) -> Cluster:
+    return who if isinstance(who, Cluster) else Cluster(who)
+
+
+def not_found(name: str) -> ConnectError:
+    return ConnectError(404, f"Connector {name} not found")
+
+
+@contextlib.contextmanager
+def existing(who: Delegation | Cluster, name: str) -> Iterator[tuple[ConfigStore, ClusterConfig]]:
+    """The configs topic and its snapshot, with the connector in it (else 404)."""
+    with cluster_of(who).configs() as store:
+        snapshot = store.snapshot() if store is not None else None
+        if store is None or snapshot is None or name not in snapshot.connectors:
+            raise not_found(name)
+        yield store, snapshot
+
+
+def connector_config(who: Delegation | Cluster, name: str) -> tuple[dict[str, str], int]:
+    """The connector's config and its number of (committed) tasks; 404 if there is none."""
+    with existing(who, name) as (_, snapshot):
+        return snapshot.connectors[name], len(snapshot.tasks.get(name, []))
+
+
+def connector_offsets(
+    who: Delegation | Cluster, name: str, config: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """KIP-875's entries: a sink's as its group committed them, a source's from
+    ``connect-offsets`` (the caller checked it may read them)."""
+    cluster = cluster_of(who)
+    if connector_type(config) == "sink":
+        return cluster.sink_offsets(name)
+    with cluster.offsets() as store:
+        found = store.connector_offsets(name) if store is not None else []
+    return [{"partition": p, "offset": o} for p, o in found]
+
+
+def plugin_keys(plugin: str) -> list[dict[str, Any]]:
+    """The keys a plugin's connector takes (Kafka Connect's definitions): its own first,
+    then a sink's topics, then those every connector has."""
+    kind = connector_class(plugin)
+    own = [key.definition() for key in kind.config_def.keys.values()]
+    sink = [key.definition() for key in SINK_CONFIG.keys.values()] if kind.kind == "sink" else []
+    common = [key.definition() for key in CONNECTOR_CONFIG.keys.values()]
+    return [*own, *sink, *common]
+
+
+# --- changes: checked, written, audited ------------------------------------------------------
+
+
+def record(
+    actor: Actor,
+    tenant: Tenant,
+    action: str,
+    name: str,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> None:
+    """Record a change of the tenant's Connect cluster in its audit log (secrets in a
+    connector config are recorded as hidden)."""
+    record_event(
+        actor, tenant=tenant, action=f"connect.{action}",
+        object_type="connector", object_id=name, object_repr=name,
+        before=redacted(before), after=redacted(after),
+    )  # fmt: skip
+
+
+def config_string(value: Any) -> str:
+    """A JSON value of a config as Kafka Connect keeps it: a string."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    raise ConnectError(400, f"config values are strings, not {type(value).__name__}")
+
+
+def string_config(raw: Any) -> dict[str, str]:
+    """A JSON object as a connector config (strings; numbers and booleans as JSON writes
+    them; null refused)."""
+    if not isinstance(raw, dict):
+        raise ConnectError(400, "config must be a JSON object of strings")
+    out = {}
+    for key, value in raw.items():
+        if value is None:
+            raise ConnectError(400, f"config value of {key!r} is null")
+        out[str(key)] = config_string(value)
+    return out
+
+
+def connector_name(raw: Any) -> str:
+    """A new connector's name, checked."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise ConnectError(400, "the connector needs a name")
+    name = raw.strip()
+    if "/" in name or len(name) > 249:
+        raise ConnectError(400, f"connector name {name!r} is not valid")
+    return name
+
+
+def checked(name: str, config: Mapping[str, str], tenant_slug: str) -> dict[str, str]:
+    """The config as stored (named, a file connector's file placed); InvalidConfig if any
+    key is refused."""
+    config = {**config, "name": name}
+    errors = validation_errors(config, tenant_slug)
+    if errors:
+        raise InvalidConfig(errors)
+    return placed(config, tenant_slug)
+
+
+def within_limits(
+    tenant: Tenant, connectors: Mapping[str, Mapping[str, str]], name: str,
+    config: Mapping[str, str],
+) -> None:  # fmt: skip
+    """Refuse a connector config that would take the tenant past its Connect limits
+    (``max_connectors``; ``max_connector_tasks``, the connectors' ``tasks.max`` summed)."""
+    others = {n: c for n, c in connectors.items() if n != name}
+    if len(others) + 1 > tenant.max_connectors:
+        raise ConnectError(400, f"tenant {tenant.slug} may have {tenant.max_connectors} "
+                                f"connectors; it has {len(others)}")  # fmt: skip
+    tasks = sum(_tasks_max(c) for c in others.values())
+    if tasks + _tasks_max(config) > tenant.max_connector_tasks:
+        left = max(tenant.max_connector_tasks - tasks, 0)
+        raise InvalidConfig({"tasks.max": [
+            f"tenant {tenant.slug} may run {tenant.max_connector_tasks} tasks in all; "
+            f"{tasks} are taken by its other connectors, so at most {left} here"]})  # fmt: skip
+
+
+def _tasks_max(config: Mapping[str, str]) -> int:
+    try:
+        return max(int(str(config.get("tasks.max") or "1").strip()), 1)
+    except ValueError:
+        return 1
+
+
+def create_connector(
+    who: Delegation | Cluster, actor: Actor, tenant: Tenant, name: Any, config: Mapping[str, str]
+) -> dict[str, Any]:
+    """A new connector (409 if the name is taken); its info."""
+    name = connector_name(name)
+    config = checked(name, config, tenant.slug)
+    with cluster_of(who).writable_configs() as store:
+        snapshot = store.snapshot()
+        if name in snapshot.connectors:
+            raise ConnectError(409, f"Connector {name} already exists")
+        within_limits(tenant, snapshot.connectors, name, config)
+        store.put_connector(name, config)
+    record(actor, tenant, "create", name, after=config)
+    return connector_info(name, config, 0)
+
+
+def put_connector_config(
+    who: Delegation | Cluster, actor: Actor, tenant: Tenant, name: str, config: Mapping[str, str]
+) -> tuple[dict[str, Any], bool]:
+    """Create or replace a connector's config: (its info, whether it was created)."""
+    config = checked(name, config, tenant.slug)
+    with cluster_of(who).writable_configs() as store:
+        snapshot = store.snapshot()
+        created = name not in snapshot.connectors
+        within_limits(tenant, snapshot.connectors, name, config)
+        store.put_connector(name, config)
+    record(actor, tenant, "create" if created else "update", name,
+           before=snapshot.connectors.get(name), after=config)  # fmt: skip
+    tasks = 0 if created else len(snapshot.tasks.get(name, []))
+    return connector_info(name, config, tasks), created
+
+
+def patch_connector_config(
+    who: Delegation | Cluster, actor: Actor, tenant: Tenant, name: str, changes: Mapping[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """KIP-477: keys set are changed, keys set to None are removed (404 if there is no
+    such connector)."""
+    cluster = cluster_of(who)
+    config, _ = connector_config(cluster, name)
+    for key, value in changes.items():
+        if value is None:
+            config.pop(str(key), None)
+        else:
+            config[str(key)] = config_string(value)
+    return put_connector_config(cluster, actor, tenant, name, config)
+
+
+def delete_connector(who: Delegation | Cluster, actor: Actor, tenant: Tenant, name: str) -> None:
+    cluster = cluster_of(who)
+    with existing(cluster, name) as (store, snapshot):
+        store.remove_connector(name)
+    record(actor, tenant, "delete", name, before=snapshot.connectors[name])
+    with contextlib.suppress(ConnectError), cluster.statuses() as statuses:
+        if statuses is not None:  # a deleted connector's active topics go too (KIP-558)
+            statuses.reset_topics(name)
+
+
+def set_target_state(
+    who: Delegation | Cluster, actor: Actor, tenant: Tenant, name: str, action: str
+) -> None:
+    """``pause``, ``resume`` or ``stop`` the connector."""
+    if action not in TARGET:
+        raise ConnectError(400, f"unknown action {action!r}")
+    with existing(who, name) as (store, _):
+        store.put_target_state(name, TARGET[action])
+    record(actor, tenant, action, name, after={"state": TARGET[action]})
+
+
+def restart_connector(
+    who: Delegation | Cluster,
+    actor: Actor,
+    tenant: Tenant,
+    name: str,
+    include_tasks: bool = False,
+    only_failed: bool = False,
+) -> dict[str, Any] | None:
+    """Ask the workers to restart the connector (and its tasks, or only the failed ones):
+    its status with what restarts marked ``RESTARTING``, or None for the connector alone."""
+    cluster = cluster_of(who)
+    with existing(cluster, name) as (store, snapshot):
+        store.request_restart(RestartRequest(name, None, include_tasks, only_failed))
+    record(actor, tenant, "restart", name, after={"includeTasks": include_tasks,
+                                                  "onlyFailed": only_failed})  # fmt: skip
+    if not include_tasks and not only_failed:
+        return None
+    config, tasks = snapshot.connectors[name], len(snapshot.tasks.get(name, []))
+    with cluster.statuses() as statuses:
+        status = connector_status(name, config, statuses, tasks)
+    for entry in [status["connector"], *status["tasks"]]:
+        if not only_failed or entry["state"] == "FAILED":
+            entry["state"] = "RESTARTING"
+    return status
+
+
+def restart_task(
+    who: Delegation | Cluster, actor: Actor, tenant: Tenant, name: str, task: int
+) -> None:
+    with existing(who, name) as (store, snapshot):
+        if task >= len(snapshot.tasks.get(name, [])):
+            raise ConnectError(404, f"Task {name}-{task} not found")
+        store.request_restart(RestartRequest(name, task))
+    record(actor, tenant, "restart_task", name, after={"task": task})
+
+
+def _anyone(kind: str) -> None:
+    """May change any connector's offsets (the caller checked already)."""
+
+
+def stopped_config(who: Delegation | Cluster, name: str) -> dict[str, str]:
+    """The connector's config, once it is STOPPED with no tasks (else 400), as KIP-875
+    requires before its offsets change."""
+    with existing(who, name) as (_, snapshot):
+        if snapshot.target_state(name) != "STOPPED" or snapshot.tasks.get(name):
+            raise ConnectError(400, (
+                "Connectors must be in the STOPPED state before their offsets can be "
+                "modified. This can be done for the specified connector by issuing a "
+                f"'PUT' request to the '/connectors/{name}/stop' endpoint"))  # fmt: skip
+        return snapshot.connectors[name]
+
+
+def alter_offsets(
+    who: Delegation | Cluster,
+    actor: Actor,
+    tenant: Tenant,
+    name: str,
+    body: Mapping[str, Any],
+    authorize: Callable[[str], None] = _anyone,
+) -> None:
+    """KIP-875's ``PATCH .../offsets`` of a stopped connector. ``authorize`` is called with
+    the connector's type (``sink`` or ``source``) before anything changes: a sink's
+    offsets are its group's, a source's are in ``connect-offsets``."""
+    entries = offsets_body(body)
+    cluster = cluster_of(who)
+    config = stopped_config(cluster, name)
+    kind = connector_type(config)
+    authorize(kind)
+    if kind == "sink":
+        cluster.alter_sink_offsets(name, sink_offsets_body(entries), tenant.pk)
+    else:
+        cluster.alter_source_offsets(name, entries)
+    record(actor, tenant, "alter_offsets", name, after={"offsets": entries})
+
+
+def reset_offsets(
+    who: Delegation | Cluster,
+    actor: Actor,
+    tenant: Tenant,
+    name: str,
+    authorize: Callable[[str], None] = _anyone,
+) -> None:
+    """KIP-875's ``DELETE .../offsets`` of a stopped connector (a sink: its group deleted)."""
+    cluster = cluster_of(who)
+    config = stopped_config(cluster, name)
+    kind = connector_type(config)
+    authorize(kind)
+    if kind == "sink":
+        cluster.reset_sink_offsets(name)
+    else:
+        cluster.reset_source_offsets(name)
+    record(actor, tenant, "reset_offsets", name)
+
+
+def reset_topics(who: Delegation | Cluster, actor: Actor, tenant: Tenant, name: str) -> None:
+    """Forget the topics the connector has used (KIP-558)."""
+    cluster = cluster_of(who)
+    connector_config(cluster, name)
+    with cluster.statuses() as statuses:
+        if statuses is not None:
+            statuses.reset_topics(name)
+    record(actor, tenant, "reset_topics", name)

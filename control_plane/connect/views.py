@@ -9,13 +9,13 @@ Connect's too: ``{"error_code": <HTTP status>, "message": "..."}``.
 API keys act as themselves on the cluster's topics (their ACLs: Read on
 ``connect-configs`` and ``connect-status`` to look, Write on ``connect-configs`` to
 change, Create on the three topics for a tenant's first connector); members act through
-the console principal (viewers look, developers and up change).
+the console principal (viewers look, developers and up change). Each change is a function
+of ``services`` (validated, written, audited), the console's as well.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -28,22 +28,20 @@ from rest_framework.views import APIView
 
 from control_plane.access.caller import Access, resolve_access
 from control_plane.access.policy import Need
-from control_plane.audit.services import record_event
 from control_plane.connect import services
 from control_plane.connect.services import CONFIGS, OFFSETS, STATUS, Cluster, ConnectError
+from control_plane.core.actor import Actor
 from control_plane.core.errors import ServiceError
 from control_plane.streams.kafka import Delegation
+from control_plane.tenancy.models import Tenant
 from data_plane.acl import Operation, ResourceType
-from data_plane.connect.cluster_stores import ClusterConfig, ConfigStore, RestartRequest
 from data_plane.connect.plugins import plugins_json
 
-TOPIC = ResourceType.TOPIC
 OBJECT = OpenApiTypes.OBJECT
 ERROR = inline_serializer(
     "ConnectError",
     {"error_code": drf.IntegerField(), "message": drf.CharField()},
 )
-TARGET = {"pause": "PAUSED", "resume": "STARTED", "stop": "STOPPED"}
 
 
 def _bool(request: Request, name: str) -> bool:
@@ -70,10 +68,8 @@ class ConnectView(APIView):
         return Cluster(self.who)
 
     def can(self, write: bool, *topics: str) -> None:
-        role = "developer" if write else "viewer"
-        operation = Operation.WRITE if write else Operation.READ
         for topic in topics:
-            self.access.require(Need(role, operation, TOPIC), resource_name=topic)
+            self.access.require(services.WRITE if write else services.READ, resource_name=topic)
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, ConnectError):
@@ -91,42 +87,15 @@ class ConnectView(APIView):
             return response
         raise exc
 
-    def audit(self, action: str, name: str, before: dict[str, Any] | None = None,
-              after: dict[str, Any] | None = None) -> None:  # fmt: skip
-        """Record a change of the tenant's Connect cluster in its audit log (secrets in a
-        connector config are recorded as hidden)."""
-        record_event(
-            self.access.actor, tenant=self.access.tenant, action=f"connect.{action}",
-            object_type="connector", object_id=name, object_repr=name,
-            before=services.redacted(before), after=services.redacted(after),
-        )  # fmt: skip
-
     def body(self, request: Request) -> dict[str, Any]:
         if not isinstance(request.data, dict):
             raise ConnectError(400, "the body must be a JSON object")
         return dict(request.data)
 
-    def _not_found(self, name: str) -> ConnectError:
-        return ConnectError(404, f"Connector {name} not found")
-
-
-def _string_config(raw: Any) -> dict[str, str]:
-    if not isinstance(raw, dict):
-        raise ConnectError(400, "config must be a JSON object of strings")
-    out = {}
-    for key, value in raw.items():
-        if value is None:
-            raise ConnectError(400, f"config value of {key!r} is null")
-        out[str(key)] = value if isinstance(value, str) else _json_scalar(value)
-    return out
-
-
-def _json_scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    raise ConnectError(400, f"config values are strings, not {type(value).__name__}")
+    @property
+    def changer(self) -> tuple[Cluster, Actor, Tenant]:
+        """What a change of ``services`` is made with: whom as, by whom, in which tenant."""
+        return self.cluster, self.access.actor, self.access.tenant
 
 
 class ConnectorsView(ConnectView):
@@ -172,41 +141,17 @@ class ConnectorsView(ConnectView):
     def post(self, request: Request, tenant_slug: str) -> Response:
         self.can(True, CONFIGS)
         body = self.body(request)
-        name = body.get("name") or (body.get("config") or {}).get("name")
-        if not isinstance(name, str) or not name.strip():
-            raise ConnectError(400, "the connector needs a name")
-        name = name.strip()
-        if "/" in name or len(name) > 249:
-            raise ConnectError(400, f"connector name {name!r} is not valid")
-        config = _string_config(body.get("config") or {})
-        config["name"] = name
-        errors = services.validation_errors(config, tenant_slug)
-        if errors:
-            raise ConnectError(400, services.invalid_message(errors))
-        config = services.placed(config, tenant_slug)
-        with self.cluster.writable_configs() as store:
-            if name in store.snapshot().connectors:
-                raise ConnectError(409, f"Connector {name} already exists")
-            store.put_connector(name, config)
-        self.audit("create", name, after=config)
-        return Response(services.connector_info(name, config, 0), status=201)
+        name = services.connector_name(body.get("name") or (body.get("config") or {}).get("name"))
+        config = services.string_config(body.get("config") or {})
+        info = services.create_connector(*self.changer, name, config)
+        return Response(info, status=201)
 
 
 class OneConnectorView(ConnectView):
     """The views of one connector (no HTTP methods here: each view has only its own)."""
 
-    @contextlib.contextmanager
-    def _existing(self, name: str) -> Iterator[tuple[ConfigStore, ClusterConfig]]:
-        """The configs topic and its snapshot, with the connector in it (else 404)."""
-        with self.cluster.configs() as store:
-            snapshot = store.snapshot() if store is not None else None
-            if store is None or snapshot is None or name not in snapshot.connectors:
-                raise self._not_found(name)
-            yield store, snapshot
-
     def _config(self, name: str) -> tuple[dict[str, str], int]:
-        with self._existing(name) as (_, snapshot):
-            return snapshot.connectors[name], len(snapshot.tasks.get(name, []))
+        return services.connector_config(self.cluster, name)
 
 
 class ConnectorView(OneConnectorView):
@@ -229,12 +174,7 @@ class ConnectorView(OneConnectorView):
     )
     def delete(self, request: Request, tenant_slug: str, name: str) -> Response:
         self.can(True, CONFIGS)
-        with self._existing(name) as (store, snapshot):
-            store.remove_connector(name)
-        self.audit("delete", name, before=snapshot.connectors[name])
-        with contextlib.suppress(ConnectError), self.cluster.statuses() as statuses:
-            if statuses is not None:  # a deleted connector's active topics go too (KIP-558)
-                statuses.reset_topics(name)
+        services.delete_connector(*self.changer, name)
         return Response(status=204)
 
 
@@ -250,22 +190,9 @@ class ConnectorConfigView(OneConnectorView):
         config, _ = self._config(name)
         return Response({**config, "name": name})
 
-    def _write(self, name: str, config: dict[str, str], tenant_slug: str) -> Response:
-        config["name"] = name
-        errors = services.validation_errors(config, tenant_slug)
-        if errors:
-            raise ConnectError(400, services.invalid_message(errors))
-        config = services.placed(config, tenant_slug)
-        with self.cluster.writable_configs() as store:
-            snapshot = store.snapshot()
-            created = name not in snapshot.connectors
-            store.put_connector(name, config)
-        self.audit("create" if created else "update", name,
-                   before=snapshot.connectors.get(name), after=config)  # fmt: skip
-        tasks = 0 if created else len(snapshot.tasks.get(name, []))
-        return Response(
-            services.connector_info(name, config, tasks), status=201 if created else 200
-        )
+    def _answer(self, written: tuple[dict[str, Any], bool]) -> Response:
+        info, created = written
+        return Response(info, status=201 if created else 200)
 
     @extend_schema(
         operation_id="connect_connector_config_put",
@@ -276,10 +203,10 @@ class ConnectorConfigView(OneConnectorView):
     )
     def put(self, request: Request, tenant_slug: str, name: str) -> Response:
         self.can(True, CONFIGS)
-        config = _string_config(self.body(request))
+        config = services.string_config(self.body(request))
         if config.get("name", name) != name:
             raise ConnectError(400, f"the config's name {config['name']!r} is not {name!r}")
-        return self._write(name, config, tenant_slug)
+        return self._answer(services.put_connector_config(*self.changer, name, config))
 
     @extend_schema(
         operation_id="connect_connector_config_patch",
@@ -291,13 +218,8 @@ class ConnectorConfigView(OneConnectorView):
     def patch(self, request: Request, tenant_slug: str, name: str) -> Response:
         """KIP-477: keys set are changed, keys set to null are removed."""
         self.can(True, CONFIGS)
-        config, _ = self._config(name)
-        for key, value in self.body(request).items():
-            if value is None:
-                config.pop(str(key), None)
-            else:
-                config[str(key)] = value if isinstance(value, str) else _json_scalar(value)
-        return self._write(name, config, tenant_slug)
+        changes = self.body(request)
+        return self._answer(services.patch_connector_config(*self.changer, name, changes))
 
 
 class ConnectorStatusView(OneConnectorView):
@@ -326,9 +248,7 @@ class ConnectorStateView(OneConnectorView):
     )
     def put(self, request: Request, tenant_slug: str, name: str, action: str) -> Response:
         self.can(True, CONFIGS)
-        with self._existing(name) as (store, _):
-            store.put_target_state(name, TARGET[action])
-        self.audit(action, name, after={"state": TARGET[action]})
+        services.set_target_state(*self.changer, name, action)
         return Response(status=202)
 
 
@@ -343,19 +263,9 @@ class ConnectorRestartView(OneConnectorView):
     def post(self, request: Request, tenant_slug: str, name: str) -> Response:
         self.can(True, CONFIGS)
         include_tasks, only_failed = _bool(request, "includeTasks"), _bool(request, "onlyFailed")
-        with self._existing(name) as (store, snapshot):
-            store.request_restart(RestartRequest(name, None, include_tasks, only_failed))
-        self.audit("restart", name, after={"includeTasks": include_tasks,
-                                           "onlyFailed": only_failed})  # fmt: skip
-        if not include_tasks and not only_failed:
+        status = services.restart_connector(*self.changer, name, include_tasks, only_failed)
+        if status is None:
             return Response(status=204)
-        config, tasks = snapshot.connectors[name], len(snapshot.tasks.get(name, []))
-        with self.cluster.statuses() as statuses:
-            status = services.connector_status(name, config, statuses, tasks)
-        restarting = [status["connector"], *status["tasks"]]
-        for entry in restarting:
-            if not only_failed or entry["state"] == "FAILED":
-                entry["state"] = "RESTARTING"
         return Response(status, status=202)
 
 
@@ -375,22 +285,20 @@ class OffsetsView(OneConnectorView):
                 Need("viewer", Operation.DESCRIBE, ResourceType.GROUP),
                 resource_name=f"connect-{name}",
             )
-            return Response({"offsets": self.cluster.sink_offsets(name)})
-        self.can(False, OFFSETS)
-        with self.cluster.offsets() as store:
-            found = store.connector_offsets(name) if store is not None else []
-        return Response({"offsets": [{"partition": p, "offset": o} for p, o in found]})
+        else:
+            self.can(False, OFFSETS)
+        return Response({"offsets": services.connector_offsets(self.cluster, name, config)})
 
-    def _stopped(self, name: str) -> dict[str, str]:
-        """The connector's config, once it is STOPPED with no tasks (else 400), as KIP-875
-        requires before its offsets change."""
-        with self._existing(name) as (_, snapshot):
-            if snapshot.target_state(name) != "STOPPED" or snapshot.tasks.get(name):
-                raise ConnectError(400, (
-                    "Connectors must be in the STOPPED state before their offsets can be "
-                    "modified. This can be done for the specified connector by issuing a "
-                    f"'PUT' request to the '/connectors/{name}/stop' endpoint"))  # fmt: skip
-            return snapshot.connectors[name]
+    def _may_change(self, name: str, operation: Operation) -> Callable[[str], None]:
+        """The check of a change of offsets, once the connector's type is known."""
+
+        def authorize(kind: str) -> None:
+            if kind == "sink":
+                self._group_access(name, operation)
+            else:
+                self.can(True, OFFSETS)
+
+        return authorize
 
     @extend_schema(
         operation_id="connect_connector_offsets_alter",
@@ -404,16 +312,8 @@ class OffsetsView(OneConnectorView):
         and offsets as the connector writes them; sinks' ``{"kafka_topic", "kafka_partition"}``
         and ``{"kafka_offset"}``. A null offset removes the partition's."""
         self.can(True, CONFIGS)
-        entries = services.offsets_body(self.body(request))
-        config = self._stopped(name)
-        if services.connector_type(config) == "sink":
-            self._group_access(name)
-            changes = services.sink_offsets_body(entries)
-            self.cluster.alter_sink_offsets(name, changes, self.access.tenant.pk)
-        else:
-            self.can(True, OFFSETS)
-            self.cluster.alter_source_offsets(name, entries)
-        self.audit("alter_offsets", name, after={"offsets": entries})
+        body = self.body(request)
+        services.alter_offsets(*self.changer, name, body, self._may_change(name, Operation.READ))
         return Response({"message": "The offsets for this connector have been altered "
                                     "successfully"})  # fmt: skip
 
@@ -427,14 +327,7 @@ class OffsetsView(OneConnectorView):
     def delete(self, request: Request, tenant_slug: str, name: str) -> Response:
         """Sources: every offset in ``connect-offsets`` removed; sinks: the group deleted."""
         self.can(True, CONFIGS)
-        config = self._stopped(name)
-        if services.connector_type(config) == "sink":
-            self._group_access(name, Operation.DELETE)
-            self.cluster.reset_sink_offsets(name)
-        else:
-            self.can(True, OFFSETS)
-            self.cluster.reset_source_offsets(name)
-        self.audit("reset_offsets", name)
+        services.reset_offsets(*self.changer, name, self._may_change(name, Operation.DELETE))
         return Response({"message": "The offsets for this connector have been reset "
                                     "successfully"})  # fmt: skip
 
@@ -469,11 +362,7 @@ class TopicsResetView(OneConnectorView):
     )
     def put(self, request: Request, tenant_slug: str, name: str) -> Response:
         self.can(True, STATUS)
-        self._config(name)
-        with self.cluster.statuses() as statuses:
-            if statuses is not None:
-                statuses.reset_topics(name)
-        self.audit("reset_topics", name)
+        services.reset_topics(*self.changer, name)
         return Response(status=200)
 
 
@@ -486,7 +375,7 @@ class TasksView(OneConnectorView):
     )
     def get(self, request: Request, tenant_slug: str, name: str) -> Response:
         self.can(False, CONFIGS)
-        with self._existing(name) as (_, snapshot):
+        with services.existing(self.cluster, name) as (_, snapshot):
             configs = snapshot.tasks.get(name, [])
         return Response(
             [{"id": {"connector": name, "task": i}, "config": c} for i, c in enumerate(configs)]
@@ -520,11 +409,7 @@ class TaskRestartView(OneConnectorView):
     )
     def post(self, request: Request, tenant_slug: str, name: str, task: str) -> Response:
         self.can(True, CONFIGS)
-        with self._existing(name) as (store, snapshot):
-            if int(task) >= len(snapshot.tasks.get(name, [])):
-                raise ConnectError(404, f"Task {name}-{task} not found")
-            store.request_restart(RestartRequest(name, int(task)))
-        self.audit("restart_task", name, after={"task": int(task)})
+        services.restart_task(*self.changer, name, int(task))
         return Response(status=204)
 
 
@@ -548,5 +433,5 @@ class ValidateView(ConnectView):
         responses={200: OBJECT, 404: ERROR},
     )
     def put(self, request: Request, tenant_slug: str, plugin: str) -> Response:
-        config = _string_config(self.body(request))
+        config = services.string_config(self.body(request))
         return Response(services.validate_plugin(plugin, config, tenant_slug))

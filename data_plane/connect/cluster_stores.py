@@ -90,10 +90,6 @@ class ConfigStore:
 
     def start(self, timeout: float = 30.0) -> None:
         self.log.start(timeout)
-
-    def read_to_end(self, timeout: float = 30.0) -> None:
-        """Everything written to the topic so far is in memory when this returns."""
-        self.log.read_to_end(timeout)
         self._started = True
 
     def take_restarts(self) -> list[RestartRequest]:
@@ -205,6 +201,10 @@ class _LatestPerKey:
 
     def start(self, timeout: float = 30.0) -> None:
         self.log.start(timeout)
+
+    def read_to_end(self, timeout: float = 30.0) -> None:
+        """Everything written to the topic so far is in memory when this returns."""
+        self.log.read_to_end(timeout)
 
     def stop(self) -> None:
         self.log.stop()

@@ -49,14 +49,15 @@ class KafkaBasedLog:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumer: Any = None
-        self._producer: Any = None
+        self._producer: Any = None  # made at the first write
+        self._writer_lock = threading.Lock()
         self._failure: BaseException | None = None
         self._send_failures: list[Any] = []
         self._admin: Any = None
 
     def start(self, timeout: float = 30.0) -> None:
         """Assign every partition from the start and read to the end."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
         self._consumer = Consumer(
             self.client
@@ -77,15 +78,6 @@ class KafkaBasedLog:
         partitions = sorted(info.partitions)
         self._positions = {p: 0 for p in partitions}
         self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
-        self._producer = Producer(
-            self.client
-            | {
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 0,
-                "client.id": f"{self.name}-{self.topic}-writer",
-            }
-        )
         self._thread = threading.Thread(target=self._run, name=f"log-{self.topic}", daemon=True)
         self._thread.start()
         self.read_to_end(timeout)
@@ -167,19 +159,43 @@ class KafkaBasedLog:
             if err is not None:
                 self._send_failures.append(err)
 
+        producer = self._writer()
         while True:
             try:
-                self._producer.produce(self.topic, value, key, on_delivery=delivered)
+                producer.produce(self.topic, value, key, on_delivery=delivered)
                 break
             except BufferError:
-                self._producer.poll(0.05)
+                producer.poll(0.05)
         if wait:
             self.flush(timeout)
         else:
-            self._producer.poll(0)
+            producer.poll(0)
+
+    def _writer(self) -> Any:
+        """The producer, made at the first write: a reader (a viewer's principal, which may
+        not write and so gets no producer id) never makes one."""
+        with self._writer_lock:
+            if self._producer is None:
+                self._producer = self._new_producer()
+        return self._producer
+
+    def _new_producer(self) -> Any:
+        from confluent_kafka import Producer
+
+        return Producer(
+            self.client
+            | {
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 0,
+                "client.id": f"{self.name}-{self.topic}-writer",
+            }
+        )
 
     def flush(self, timeout: float = 30.0) -> None:
         """Until everything sent is acknowledged; raises if any of it failed."""
+        if self._producer is None:
+            return  # nothing was ever sent
         if self._producer.flush(timeout) != 0:
             raise LogError(f"writing {self.topic}: not acknowledged in {timeout:.0f} s")
         if self._send_failures:

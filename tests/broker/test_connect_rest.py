@@ -282,6 +282,14 @@ def test_connectors_over_rest_run_on_the_worker_and_report_back(kafka, tmp_path,
         outsider = key_client(kafka.admin_b.key_id, kafka.admin_b.secret)
         assert outsider.get(f"{base}/connectors").status_code == 404
 
+        # The tenant's Connect limits: a third connector is refused at two.
+        from control_plane.tenancy.models import Tenant
+
+        Tenant.objects.filter(slug=kafka.tenant_a).update(max_connectors=2)
+        third = {"connector.class": "FileStreamSink", "file": "third.txt", "topics": topic}
+        over = api.post(f"{base}/connectors", {"name": "third", "config": third}, format="json")
+        assert over.status_code == 400 and "may have 2 connectors" in over.json()["message"]
+
         # Delete: gone from the API and from the worker.
         assert api.delete(f"{base}/connectors/out").status_code == 204
         missing = api.get(f"{base}/connectors/out")
