@@ -280,7 +280,25 @@ def test_connectors_over_rest_run_on_the_worker_and_report_back(kafka, tmp_path,
         refused = reader.get(f"{base}/connectors")
         assert refused.status_code == 403 and refused.json()["error_code"] == 403
         outsider = key_client(kafka.admin_b.key_id, kafka.admin_b.secret)
-        assert outsider.get(f"{base}/connectors").status_code == 404
+        # Every endpoint: another tenant's key finds no such tenant, and changes nothing.
+        body = {"name": "x", "config": {"connector.class": "FileStreamSink", "topics": topic}}
+        for method, path, data in [
+            ("get", "connectors", None), ("post", "connectors", body),
+            ("get", "connectors/out", None), ("delete", "connectors/out", None),
+            ("get", "connectors/out/config", None), ("put", "connectors/out/config", {}),
+            ("patch", "connectors/out/config", {}), ("get", "connectors/out/status", None),
+            ("post", "connectors/out/restart", None), ("put", "connectors/out/pause", None),
+            ("put", "connectors/out/resume", None), ("put", "connectors/out/stop", None),
+            ("get", "connectors/out/offsets", None), ("patch", "connectors/out/offsets", {}),
+            ("delete", "connectors/out/offsets", None), ("get", "connectors/out/topics", None),
+            ("put", "connectors/out/topics/reset", None), ("get", "connectors/out/tasks", None),
+            ("get", "connectors/out/tasks/0/status", None),
+            ("post", "connectors/out/tasks/0/restart", None), ("get", "connector-plugins", None),
+            ("put", "connector-plugins/FileStreamSink/config/validate", {}),
+        ]:  # fmt: skip
+            answer = getattr(outsider, method)(f"{base}/{path}", data, format="json")
+            assert answer.status_code == 404, (method, path, answer.status_code)
+        _until(lambda: running(2))  # and the connector runs on, untouched
 
         # The tenant's Connect limits: a third connector is refused at two.
         from control_plane.tenancy.models import Tenant
