@@ -266,18 +266,21 @@ def _decimal(unscaled: int, scale: int) -> decimal.Decimal:
     return decimal.Decimal(f"{unscaled}E{-scale}")  # exact: no context rounding
 
 
+def _decimal_to_json(value: decimal.Decimal, scale: int, numeric: bool) -> Any:
+    unscaled = _unscaled(value, scale)
+    if numeric:
+        return _decimal(unscaled, scale)
+    size = (unscaled if unscaled >= 0 else ~unscaled).bit_length() // 8 + 1
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode("ascii")
+
+
 def _logical_to_json(schema: Schema, value: Any, numeric_decimals: bool) -> Any:
     """Decimal: base64 of the unscaled bytes, or a number; Date: days since 1970-01-01;
     Time: ms since midnight (UTC; sub-millisecond digits dropped); Timestamp: ms since the
     epoch (a naive datetime is taken as UTC)."""
     name = schema.name
     if name == DECIMAL and isinstance(value, decimal.Decimal):
-        scale = _scale(schema)
-        unscaled = _unscaled(value, scale)
-        if numeric_decimals:
-            return _decimal(unscaled, scale)
-        size = (unscaled if unscaled >= 0 else ~unscaled).bit_length() // 8 + 1
-        return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode("ascii")
+        return _decimal_to_json(value, _scale(schema), numeric_decimals)
     if (
         name == DATE
         and isinstance(value, datetime.date)
@@ -388,6 +391,10 @@ class JsonConverter:
         self._writers: dict[int, tuple[Schema, Callable[[Any], Any], bytes]] = {}
         self._read_schemas: dict[bytes, Schema] = {}
         self._decimals: dict[int, tuple[Schema, bool]] = {}
+        # Reading: per topic, the last envelope's bytes up to its payload and the schema
+        # they spell; compiled readers by the schema's identity.
+        self._prefixes: dict[str, tuple[bytes, Schema]] = {}
+        self._readers: dict[int, tuple[Schema, Callable[[Any], Any]]] = {}
         self._slow = False  # the value needs the exact (slow) writer: see _fast_float
 
     # --- Connect → bytes --------------------------------------------------------------------
@@ -425,6 +432,19 @@ class JsonConverter:
         t = schema.type
         to_json = self._to_json
         exact: Callable[[Any], Any]
+        if schema.name == DECIMAL and schema.default is None:
+            try:
+                scale = _scale(schema)
+            except DataException:
+                return lambda value: to_json(schema, value)  # which raises the error
+            numeric = self.numeric_decimals
+
+            def decimal_writer(value: Any) -> Any:
+                if value.__class__ is decimal.Decimal:
+                    return _decimal_to_json(value, scale, numeric)
+                return to_json(schema, value)
+
+            return decimal_writer
         if schema.name in _LOGICAL:
             return lambda value: to_json(schema, value)
         if schema.default is not None and t is not Type.STRUCT:
@@ -574,6 +594,23 @@ class JsonConverter:
     def to_connect(self, topic: str, data: bytes | None) -> tuple[Schema | None, Any]:
         if not data:
             return None, None
+        if self.schemas_enable:
+            known = self._prefixes.get(topic)
+            if known is not None and data.startswith(known[0]) and data.endswith(b"}"):
+                # {"schema":<the schema seen before>,"payload":<P>}: only P is read. P
+                # must be one whole JSON value, so the document is exactly that envelope.
+                prefix, known_schema = known
+                payload = data[len(prefix) : -1]
+                try:
+                    node = (
+                        _loads(payload)
+                        if self._has_decimal(known_schema)
+                        else orjson.loads(payload)
+                    )
+                except (orjson.JSONDecodeError, DataException):
+                    pass  # read the whole document below, for its error or its big integers
+                else:
+                    return known_schema, self._read(known_schema, node)
         # orjson reads numbers with a fraction as floats, the exact reader as Decimals:
         # the same values everywhere but in a Decimal field (read again exactly then).
         try:
@@ -587,7 +624,66 @@ class JsonConverter:
         schema = self.schema_from_json(doc["schema"])
         if not exact and schema is not None and self._has_decimal(schema):
             doc = _loads(data)
-        return schema, self._from_json(schema, doc["payload"])
+        if schema is None:
+            return None, self._from_json(None, doc["payload"])
+        value = self._read(schema, doc["payload"])
+        self._remember_prefix(topic, data, doc["schema"], schema)
+        return schema, value
+
+    def _remember_prefix(self, topic: str, data: bytes, node: Any, schema: Schema) -> None:
+        """Keep ``{"schema":<its bytes>,"payload":`` of a compact envelope whose schema
+        part is exactly ``node``, so that the topic's next records skip reading it."""
+        head = b'{"schema":'
+        end = data.find(b',"payload":', len(head))
+        if not data.startswith(head) or end < 0:
+            return
+        try:
+            if orjson.loads(data[len(head) : end]) != node:
+                return  # the marker was inside the schema: no shortcut for this shape
+        except orjson.JSONDecodeError:
+            return
+        if len(self._prefixes) >= self._cache_size:
+            self._prefixes.clear()
+        self._prefixes[topic] = (data[: end + len(b',"payload":')], schema)
+
+    def _read(self, schema: Schema, node: Any) -> Any:
+        found = self._readers.get(id(schema))
+        if found is None or found[0] is not schema:
+            if len(self._readers) >= self._cache_size:
+                self._readers.clear()
+            found = (schema, self._reader(schema))
+            self._readers[id(schema)] = found
+        return found[1](node)
+
+    def _reader(self, schema: Schema) -> Callable[[Any], Any]:
+        """A function reading JSON nodes of ``schema`` as :meth:`_from_json` does,
+        faster: the common cases are decided once, anything else goes to _from_json."""
+        t = schema.type
+        from_json = self._from_json
+        if schema.name in _LOGICAL or schema.default is not None:
+            return lambda node: from_json(schema, node)
+        if t is Type.STRUCT:
+            fields = [(f.name, self._reader(f.schema)) for f in schema.fields]
+
+            def struct(node: Any) -> Any:
+                if node.__class__ is not dict:
+                    return from_json(schema, node)  # null, or the error
+                get = node.get
+                return Struct.trusted(schema, {name: read(get(name)) for name, read in fields})
+
+            return struct
+        if t is Type.STRING:
+            return lambda node: node if node.__class__ is str else from_json(schema, node)
+        if t in _INT_BOUNDS:
+            low, high = -_INT_BOUNDS[t], _INT_BOUNDS[t]
+            return lambda node: (
+                node if node.__class__ is int and low <= node < high else from_json(schema, node)
+            )
+        if t is Type.FLOAT64:
+            return lambda node: node if node.__class__ is float else from_json(schema, node)
+        if t is Type.BOOLEAN:
+            return lambda node: node if node.__class__ is bool else from_json(schema, node)
+        return lambda node: from_json(schema, node)
 
     def _has_decimal(self, schema: Schema) -> bool:
         found = self._decimals.get(id(schema))

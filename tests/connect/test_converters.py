@@ -709,3 +709,81 @@ def test_the_fast_writer_writes_what_the_exact_one_does(
         assert converter.from_connect("t", read_schema, read) == converter.from_connect(
             "t", read_schema, exact_read
         )
+
+
+# --- reading a topic's repeated schema once -------------------------------------------------
+
+
+def _outcome(converter: JsonConverter, data: bytes) -> Any:
+    try:
+        return converter.to_connect("t", data)
+    except DataException as exc:
+        return DataException, str(exc)
+
+
+PRICED = struct_schema(
+    [("id", INT64_SCHEMA), ("name", OPTIONAL_STRING_SCHEMA), ("price", decimal_schema(2)),
+     ("at", TIMESTAMP_SCHEMA), ("ok", Schema(Type.BOOLEAN, optional=True)),
+     ("x", Schema(Type.FLOAT64, optional=True))],
+    name="priced",
+)  # fmt: skip
+
+
+def test_records_after_the_first_of_a_schema_read_the_same_as_alone() -> None:
+    writer, warm = JsonConverter(), JsonConverter()
+    at = datetime.datetime(2026, 1, 1, tzinfo=UTC)
+
+    def priced(i: int) -> Struct:
+        return Struct(PRICED, {"id": i, "name": None if i % 3 == 0 else f"n{i}",
+                               "price": D(i) / 4, "at": at, "ok": i % 2 == 0,
+                               "x": None if i % 5 == 0 else i / 7})  # fmt: skip
+
+    records = [writer.from_connect("t", PRICED, priced(i)) for i in range(50)]
+    for data in records:
+        assert warm.to_connect("t", data) == JsonConverter().to_connect("t", data)
+    assert warm._prefixes["t"][1] is warm.to_connect("t", records[0])[0]
+    # Exact reading still applies: a decimal beyond a double's digits, an int beyond 64 bits.
+    wide = Struct(PRICED, {"id": 1, "price": D("12345678901234567890.25"), "at": at})
+    big = writer.from_connect("t", PRICED, wide)
+    assert warm.to_connect("t", big)[1].get("price") == D("12345678901234567890.25")
+    huge = big.replace(b'"id":1,', b'"id":' + str(2**70).encode() + b",")
+    assert _outcome(warm, huge) == _outcome(JsonConverter(), huge)
+    assert _outcome(warm, huge)[0] is DataException
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"id":1},"schema":null',  # a second "schema" key after the payload
+        b'{"id":1},"payload":{"id":2}',  # a second payload
+        b'{"id":1}} ',  # whitespace after the document
+        b'{"id":1',  # cut short
+        b"",  # no payload at all
+        b'{"id":"one"}',  # a payload that does not fit
+        b"null",
+    ],
+)
+def test_a_known_schema_does_not_hide_the_rest_of_the_document(payload: bytes) -> None:
+    warm = JsonConverter()
+    first = envelope(PERSON_JSON, '{"id":1,"name":"a"}')
+    warm.to_connect("t", first)
+    assert "t" in warm._prefixes
+    data = first[: first.index(b'"payload":') + len(b'"payload":')] + payload + b"}"
+    assert _outcome(warm, data) == _outcome(JsonConverter(), data)
+
+
+PERSON_JSON = (
+    '{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},'
+    '{"type":"string","optional":true,"field":"name"}],"optional":false}'
+)
+
+
+def test_a_schema_that_spells_the_payload_marker_is_read_whole() -> None:
+    # The schema's parameters have a key "payload": the marker appears inside the schema.
+    tricky = PERSON_JSON[:-1] + ',"parameters":{"a":"1","payload":"2"}}'
+    converter = JsonConverter()
+    for i in range(3):
+        schema, value = converter.to_connect("t", envelope(tricky, f'{{"id":{i}}}'))
+        assert schema is not None and schema.params == {"a": "1", "payload": "2"}
+        assert value.get("id") == i
+    assert "t" not in converter._prefixes
