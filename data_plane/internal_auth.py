@@ -29,6 +29,13 @@ hand (CreateTopics/CreatePartitions with replica assignments); it may not write 
 join groups. Deactivating the user, or taking staff status away, ends it at the next
 authentication; changes it makes are audited under the user's name.
 
+The platform's Connect fleet (``manage.py connect --fleet``) runs each tenant's Connect
+cluster as ``__millrace-connect@<tenant slug>``: it may only use that cluster's own
+resources (the topics ``connect-configs``, ``connect-offsets`` and ``connect-status``, the
+group ``connect-cluster``), never a tenant's data. Each connector's clients act as the API
+key its config names (``kafka.api.key``), as delegated principals (below), so the key's
+ACLs and quotas apply to the connector as to any client.
+
 The web tier's data API (REST produce/consume, WebSocket streams) does not use that
 principal: it connects as ``__millrace-proxy@<tenant slug>/<key id>``, proving the same
 shared secret, and the broker then acts as that API key exactly, its service account's
@@ -90,6 +97,32 @@ OPERATOR = (
         )
     }
 )
+CONNECT_PREFIX = "__millrace-connect@"
+CONNECT_PRINCIPAL_NAME = "User:__millrace-connect"
+# A tenant's Connect cluster as the fleet runs it: Kafka's sample names.
+CONNECT_GROUP = "connect-cluster"
+CONNECT_TOPICS = ("connect-configs", "connect-offsets", "connect-status")
+CONNECT = frozenset(
+    {
+        (op, ResourceType.TOPIC)
+        for op in (
+            Operation.READ,
+            Operation.WRITE,
+            Operation.DESCRIBE,
+            Operation.CREATE,
+            Operation.DESCRIBE_CONFIGS,
+        )
+    }
+    | {(Operation.READ, ResourceType.GROUP), (Operation.DESCRIBE, ResourceType.GROUP)}
+    | {
+        (Operation.DESCRIBE, ResourceType.CLUSTER),
+        (Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER),
+    }
+)
+# ... on these resources only.
+CONNECT_RESOURCES = frozenset(
+    {(ResourceType.TOPIC, name) for name in CONNECT_TOPICS} | {(ResourceType.GROUP, CONNECT_GROUP)}
+)
 MECHANISM = "SCRAM-SHA-512"
 ITERATIONS = 4096
 
@@ -132,6 +165,17 @@ def console_member(user: str) -> tuple[str, int] | None:
     if not sep or not slug or not user_id.isdigit():
         return None
     return slug, int(user_id)
+
+
+def connect_username(tenant_slug: str) -> str:
+    return CONNECT_PREFIX + tenant_slug
+
+
+def connect_tenant(user: str) -> str | None:
+    """The tenant a Connect fleet user name runs the Connect cluster of, or None."""
+    if not user.startswith(CONNECT_PREFIX):
+        return None
+    return user[len(CONNECT_PREFIX) :] or None
 
 
 def operator_username(tenant_slug: str, user_id: int) -> str:

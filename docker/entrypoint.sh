@@ -9,6 +9,9 @@
 #              worker config names (9810 metrics). The config is $MILLRACE_CONNECT_CONFIG
 #              (default /etc/millrace/connect/worker.properties), or one written from the
 #              MILLRACE_CONNECT_* variables into a private temporary file (docs/deploy.md)
+#   connect-fleet  the platform's Connect fleet (manage.py connect --fleet): every tenant's
+#              Connect cluster, each connector as the API key its config names; needs the
+#              database and MILLRACE_INTERNAL_SECRET like the web role
 #   healthcheck [web|broker|connect]
 #              exit 0 when the role answers (web: /healthz on port 8000; broker: /healthz on
 #              its metrics port; connect: /metrics on its metrics port); used by the image's
@@ -174,6 +177,9 @@ case "$role" in
         # Exits with a message when there is no worker config (connect_config above).
         config="$(connect_config config)"
         exec python /app/manage.py connect "$config" "$@"
+        ;;
+    connect-fleet)
+        exec python /app/manage.py connect --fleet "$@"
         ;;
     healthcheck)
         target="${1:-web}"

@@ -22,6 +22,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from control_plane.access.models import ApiKey
 from control_plane.catalog.models import Topic
 from control_plane.connect import services
 from control_plane.connect.services import Cluster, ConnectError, InvalidConfig
@@ -152,7 +153,20 @@ def _plugins() -> list[dict[str, str]]:
     ]
 
 
-def _fields(plugin: str) -> list[dict[str, Any]]:
+KEY_FIELDS = (services.API_KEY, services.API_SECRET)
+
+
+def _api_keys(page: Page) -> tuple[str, ...]:
+    """The tenant's active keys, as a connector may run as them (``kafka.api.key``)."""
+    return tuple(
+        ApiKey.objects.active()
+        .filter(tenant=page.tenant)
+        .order_by("service_account__name", "key_id")
+        .values_list("key_id", flat=True)
+    )
+
+
+def _fields(plugin: str, api_keys: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The plugin's keys as form fields: its own, a sink's topics, then every connector's."""
     kind = PLUGINS[plugin]
     own = set(kind.config_def.keys) | (set(SINK_CONFIG.keys) if kind.kind == "sink" else set())
@@ -171,7 +185,11 @@ def _fields(plugin: str) -> list[dict[str, Any]]:
                 "default": definition["default_value"],
                 "doc": definition["documentation"],
                 "password": kind_name == "PASSWORD" or services.is_secret(name),
-                "choices": ("true", "false") if kind_name == "BOOLEAN" else None,
+                "choices": ("true", "false")
+                if kind_name == "BOOLEAN"
+                else api_keys
+                if name == services.API_KEY
+                else None,
                 "own": name in own,
             }
         )
@@ -214,7 +232,7 @@ def connector_create(page: Page) -> HttpResponse:
             plugin = plugin_name(chosen)
         except ConfigException as exc:
             errors["plugin"] = exc.message
-    fields = _fields(plugin) if plugin else []
+    fields = _fields(plugin, _api_keys(page)) if plugin else []
     form = {"name": "", "extra": ""}
     values: dict[str, str] = {}
     if page.request.method == "POST" and not errors:
@@ -270,7 +288,8 @@ def connector_create(page: Page) -> HttpResponse:
             "plugin_doc": PLUGINS[plugin].doc if plugin else "",
             "plugin_type": PLUGINS[plugin].kind if plugin else "",
             "own_fields": [f for f in fields if f["own"]],
-            "common_fields": [f for f in fields if not f["own"]],
+            "key_fields": [f for f in fields if f["name"] in KEY_FIELDS],
+            "common_fields": [f for f in fields if not f["own"] and f["name"] not in KEY_FIELDS],
             "form": form,
             "errors": errors,
             "other_errors": others,

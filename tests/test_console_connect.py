@@ -119,7 +119,16 @@ def test_connect_pages(kafka, tmp_path, settings):
             "config:errors.deadletterqueue.topic.name": dlq,
             "config:errors.deadletterqueue.topic.replication.factor": "1",
             "extra": "value.converter.schemas.enable=false\nsink.api.password=hunter2\n",
+            # A developer proves the key the connector runs as with its secret.
+            "config:kafka.api.key": kafka.admin_a.key_id,
+            "config:kafka.api.secret": kafka.admin_a.secret,
         }
+        unproved = {k: v for k, v in fields.items() if k != "config:kafka.api.secret"}
+        html = dev.post(create, {**unproved, "config:topics": topic}).content.decode()
+        assert 'id="config-kafka-api-secret-error"' in html and "only an admin or owner" in html
+        wrong = dev.post(create, {**fields, "config:topics": topic,
+                                  "config:kafka.api.secret": "nope"}).content.decode()  # fmt: skip
+        assert 'id="config-kafka-api-secret-error"' in wrong and "invalid API key" in wrong
         refused = dev.post(create, fields)
         assert refused.status_code == 400
         html = refused.content.decode()
@@ -135,8 +144,11 @@ def test_connect_pages(kafka, tmp_path, settings):
         assert 'id="other-errors"' in unnamed and "connector.class" in unnamed
         broken = dev.post(create, {"name": "p", "extra": "{nope"}).content.decode()
         assert 'id="extra-error"' in broken and "not valid JSON" in broken
+        key = kafka.admin_a
         pasted = {"name": "pasted", "config": {"connector.class": "FileStreamSink",
-                                               "topics": topic, "file": "pasted.txt"}}  # fmt: skip
+                                               "topics": topic, "file": "pasted.txt",
+                                               "kafka.api.key": key.key_id,
+                                               "kafka.api.secret": key.secret}}  # fmt: skip
         made = dev.post(create, {"name": "", "extra": json.dumps(pasted)})
         assert made.status_code == 302 and made["Location"] == f"{base}pasted/"
 
@@ -155,8 +167,9 @@ def test_connect_pages(kafka, tmp_path, settings):
         assert re.search(r'id="connector-state"><span class="badge ok">RUNNING', page)
         worker_id = re.search(r'<td class="name">([^<\u2013]+)</td>', page.split('id="tasks"')[1])
         assert worker_id and worker_id.group(1).strip()
-        # Secrets are masked; the rest of the config is shown.
+        # Secrets are masked; the rest of the config is shown. The key's secret is not kept.
         assert "hunter2" not in page and "••••" in page
+        assert kafka.admin_a.key_id in page and kafka.admin_a.secret not in page
         assert str((files / "out.txt").resolve()) in page
         row = _html(viewer, base)
         assert re.search(r">out</a>.*FileStreamSinkConnector.*RUNNING.*1 / 1", row, re.S)

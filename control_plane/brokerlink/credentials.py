@@ -39,6 +39,19 @@ def operator_of(user: str, *, fresh: bool = True) -> tuple[Tenant, Any] | None:
     return tenant, staff
 
 
+def connect_principal(tenant_id: int, tenant_slug: str, user: str) -> Principal:
+    """The Connect fleet's principal in a tenant: its Connect cluster's topics and group."""
+    return Principal(
+        tenant_id,
+        tenant_slug,
+        internal_auth.CONNECT_PRINCIPAL_NAME,
+        user,
+        internal=True,
+        grants=internal_auth.CONNECT,
+        resources=internal_auth.CONNECT_RESOURCES,
+    )
+
+
 class DjangoCredentials:
     """:class:`data_plane.broker.ports.Credentials` over API keys and memberships."""
 
@@ -81,7 +94,7 @@ class DjangoCredentials:
 
     @staticmethod
     def _internal_tenant(user: str) -> Tenant | None:
-        slug = internal_auth.tenant_slug(user)
+        slug = internal_auth.tenant_slug(user) or internal_auth.connect_tenant(user)
         if slug is None:
             return None
         fresh_connection()
@@ -119,7 +132,10 @@ class DjangoCredentials:
                     settings.MILLRACE_INTERNAL_SECRET, key_id, mechanism
                 )
             )
-        if internal_auth.tenant_slug(key_id) is not None:
+        if (
+            internal_auth.tenant_slug(key_id) is not None
+            or internal_auth.connect_tenant(key_id) is not None
+        ):
             if self._internal_tenant(key_id) is None:
                 return None
             return ScramCredentials(
@@ -175,6 +191,11 @@ class DjangoCredentials:
                 internal=True,
                 grants=internal_auth.CONSOLE_WRITER if writer else internal_auth.ALLOWED,
             )
+        if internal_auth.connect_tenant(key_id) is not None:
+            tenant = self._internal_tenant(key_id)
+            if tenant is None:
+                return None
+            return connect_principal(tenant.pk, tenant.slug, key_id)
         if internal_auth.tenant_slug(key_id) is not None:
             tenant = self._internal_tenant(key_id)
             if tenant is None:

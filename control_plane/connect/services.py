@@ -56,9 +56,11 @@ if TYPE_CHECKING:
     from control_plane.core.actor import Actor
     from control_plane.tenancy.models import Tenant
 
-GROUP = "connect-cluster"
+API_KEY = "kafka.api.key"
+API_SECRET = "kafka.api.secret"
+GROUP = internal_auth.CONNECT_GROUP
 FILE_CONNECTORS = (FileStreamSourceConnector, FileStreamSinkConnector)
-CONFIGS, OFFSETS, STATUS = "connect-configs", "connect-offsets", "connect-status"
+CONFIGS, OFFSETS, STATUS = internal_auth.CONNECT_TOPICS
 READ_TIMEOUT_S = 15.0
 # Who may look and who may change, on each of the cluster's topics: an API key needs the
 # operation on the topic (its ACLs), a member the role (the console checks the same role).
@@ -92,6 +94,18 @@ def client_conf(who: Delegation) -> dict[str, Any]:
         "sasl.username": who.username,
         "sasl.password": internal_auth.password(settings.MILLRACE_INTERNAL_SECRET),
         "client.id": f"millrace-web-connect/{who.key_id}",
+    }
+
+
+def connect_conf(tenant_slug: str) -> dict[str, Any]:
+    """Client settings of the tenant's Connect principal (``internal_auth``)."""
+    return {
+        "bootstrap.servers": ",".join(bootstrap_servers()),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": internal_auth.MECHANISM,
+        "sasl.username": internal_auth.connect_username(tenant_slug),
+        "sasl.password": internal_auth.password(settings.MILLRACE_INTERNAL_SECRET),
+        "client.id": "millrace-web-connect/cluster",
     }
 
 
@@ -190,8 +204,14 @@ class Cluster:
         ]
 
     def _ensure_topics(self) -> None:
+        """The cluster's topics, made by the platform (as the tenant's Connect principal,
+        which may create only these): a caller who may change connectors need not be
+        allowed to create topics, and the fleet runs the cluster from then on."""
         try:
-            ensure_cluster_topics(self.conf, {CONFIGS: (1, -1), OFFSETS: (25, -1), STATUS: (5, -1)})
+            ensure_cluster_topics(
+                connect_conf(self.who.tenant_slug),
+                {CONFIGS: (1, -1), OFFSETS: (25, -1), STATUS: (5, -1)},
+            )
         except Exception as exc:
             raise ConnectError(
                 403 if "AUTHORIZATION" in str(exc) else 500,
@@ -282,8 +302,9 @@ _SECRET = ("password", "secret", "token", "jaas", "credential", "api.key")
 
 
 def is_secret(key: str) -> bool:
-    """Whether a config key's value is kept out of sight (the audit log, the console)."""
-    return any(s in key.lower() for s in _SECRET)
+    """Whether a config key's value is kept out of sight (the audit log, the console).
+    ``kafka.api.key`` is a key's id, shown like any service account's key id."""
+    return key != API_KEY and any(s in key.lower() for s in _SECRET)
 
 
 def redacted(config: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -543,14 +564,87 @@ def connector_name(raw: Any) -> str:
     return name
 
 
-def checked(name: str, config: Mapping[str, str], tenant_slug: str) -> dict[str, str]:
+def checked(
+    name: str,
+    config: Mapping[str, str],
+    tenant_slug: str,
+    run_as_errors: Mapping[str, list[str]] | None = None,
+) -> dict[str, str]:
     """The config as stored (named, a file connector's file placed); InvalidConfig if any
-    key is refused."""
+    key is refused (with ``run_as_errors``, the key it runs as refused)."""
     config = {**config, "name": name}
     errors = validation_errors(config, tenant_slug)
+    for key, found in (run_as_errors or {}).items():
+        errors.setdefault(key, []).extend(found)
     if errors:
         raise InvalidConfig(errors)
     return placed(config, tenant_slug)
+
+
+def run_as(
+    who: Delegation | Cluster, tenant: Tenant, config: Mapping[str, str], kept: str | None = None
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The config with the API key its connector runs as (``kafka.api.key``): by default
+    the calling key; a key named must be an active key of the tenant that the caller may
+    act as: one whose secret comes with it (``kafka.api.secret``, checked and never
+    stored), one of its own service account's keys, or, from the console, any key for an
+    admin or owner. Nobody gets a connector to act with rights they do not have. The key
+    the connector already ran as (``kept``) may stay whoever edits the rest. (The config,
+    the errors of those two keys.)"""
+    from control_plane.access import services as access_services
+    from control_plane.access.models import ApiKey
+    from control_plane.connect.fleet import key_error
+    from control_plane.tenancy.models import Membership, Role
+
+    caller = cluster_of(who).who
+    config = dict(config)
+    named = (config.get(API_KEY) or "").strip()
+    secret = config.pop(API_SECRET, None)  # proves the key is the caller's to use; not kept
+    if secret is not None:
+        if not named:
+            return config, {API_KEY: [f"name the key {API_SECRET} is the secret of"]}
+        try:
+            proved = access_services.authenticate_api_key(named, str(secret).strip())
+        except access_services.KeyRejected as exc:
+            return config, {API_SECRET: [str(exc)]}
+        if proved.tenant_id != tenant.pk:
+            return config, {API_KEY: [f"{named!r} is not an API key of this tenant"]}
+        config[API_KEY] = named
+        return config, {}
+    if not named:
+        if caller.console_user is not None:
+            return config, {API_KEY: ["choose the API key this connector runs as"]}
+        config[API_KEY] = caller.key_id
+        return config, {}
+    if named == kept:
+        config[API_KEY] = named
+        return config, {}
+    problem = key_error(tenant.slug, named)
+    if problem is not None:
+        return config, {API_KEY: [problem]}
+    if caller.console_user is not None:
+        role = (
+            Membership.objects.filter(tenant=tenant, user_id=caller.console_user)
+            .values_list("role", flat=True)
+            .first()
+        )
+        if role is None or not Role.at_least(role, Role.ADMIN):
+            return config, {API_SECRET: [
+                f"the secret of {named}: only an admin or owner may choose a key without it"
+            ]}  # fmt: skip
+    else:
+        accounts = set(
+            ApiKey.objects.filter(key_id__in=[named, caller.key_id]).values_list(
+                "key_id", "service_account_id"
+            )
+        )
+        owners = {account for _, account in accounts}
+        if len(owners) != 1 and named != caller.key_id:
+            return config, {API_SECRET: [
+                f"the secret of {named}: it is a key of another service account than the "
+                "calling key's"]}  # fmt: skip
+    config[API_KEY] = named
+    return config, {}
 
 
 def within_limits(
@@ -583,7 +677,8 @@ def create_connector(
 ) -> dict[str, Any]:
     """A new connector (409 if the name is taken); its info."""
     name = connector_name(name)
-    config = checked(name, config, tenant.slug)
+    keyed, key_errors = run_as(who, tenant, config)
+    config = checked(name, keyed, tenant.slug, key_errors)
     with cluster_of(who).writable_configs() as store:
         snapshot = store.snapshot()
         if name in snapshot.connectors:
@@ -598,9 +693,11 @@ def put_connector_config(
     who: Delegation | Cluster, actor: Actor, tenant: Tenant, name: str, config: Mapping[str, str]
 ) -> tuple[dict[str, Any], bool]:
     """Create or replace a connector's config: (its info, whether it was created)."""
-    config = checked(name, config, tenant.slug)
     with cluster_of(who).writable_configs() as store:
         snapshot = store.snapshot()
+        kept = (snapshot.connectors.get(name) or {}).get(API_KEY)
+        keyed, key_errors = run_as(who, tenant, config, kept)
+        config = checked(name, keyed, tenant.slug, key_errors)
         created = name not in snapshot.connectors
         within_limits(tenant, snapshot.connectors, name, config)
         store.put_connector(name, config)

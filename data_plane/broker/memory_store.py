@@ -478,7 +478,7 @@ class MemoryStore:
             return self._operator(user) is not None
         if internal_auth.console_member(user) is not None:
             return self._console(user) is not None
-        slug = internal_auth.tenant_slug(user)
+        slug = internal_auth.tenant_slug(user) or internal_auth.connect_tenant(user)
         if slug is not None:
             return self._tenant_by_slug(slug) is not None
         return None
@@ -521,6 +521,16 @@ class MemoryStore:
                 grants = internal_auth.CONSOLE_WRITER if writer else internal_auth.ALLOWED
                 name = internal_auth.CONSOLE_PRINCIPAL_NAME
                 return Principal(tenant.id, tenant.slug, name, key_id, True, grants=grants)
+            connect_slug = internal_auth.connect_tenant(key_id)
+            if connect_slug is not None:
+                connect_tenant = self._tenant_by_slug(connect_slug)
+                if connect_tenant is None:
+                    return None
+                return Principal(
+                    connect_tenant.id, connect_slug, internal_auth.CONNECT_PRINCIPAL_NAME,
+                    key_id, internal=True, grants=internal_auth.CONNECT,
+                    resources=internal_auth.CONNECT_RESOURCES,
+                )  # fmt: skip
             slug = internal_auth.tenant_slug(key_id)
             if slug is not None:
                 found_tenant = self._tenant_by_slug(slug)

@@ -34,7 +34,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from data_plane.client.connection import KafkaClientError
@@ -113,7 +113,12 @@ def _bootstrap(servers: str) -> list[tuple[str, int]]:
 
 
 class DistributedHerder:
-    def __init__(self, worker_config: Mapping[str, str], worker_id: str | None = None) -> None:
+    def __init__(
+        self,
+        worker_config: Mapping[str, str],
+        worker_id: str | None = None,
+        identity: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None,
+    ) -> None:
         self.config = DISTRIBUTED_CONFIG.parse(worker_config)
         # Unique per process and start (an object's address repeats across processes).
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}-{secrets.token_hex(2)}"
@@ -129,7 +134,7 @@ class DistributedHerder:
         self.offsets = TopicOffsetStore(log("offset.storage.topic"))
         self.statuses = StatusStore(log("status.storage.topic"))
         self.worker = Worker(worker_config, self.offsets, self.worker_id, on_status=self._status,
-                             on_topic=self._topic)  # fmt: skip
+                             on_topic=self._topic, identity=identity)  # fmt: skip
         credentials = None
         if client.get("sasl.username"):
             mechanism = client.get("sasl.mechanism") or client.get("sasl.mechanisms") or "PLAIN"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import functools
 import json
 import logging
 import re
@@ -542,6 +543,16 @@ class WorkerSourceTask(WorkerTask):
             self.task.commit()
 
 
+@functools.cache
+def _refused_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                      KafkaError.GROUP_AUTHORIZATION_FAILED,
+                      KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                      KafkaError._AUTHENTICATION})  # fmt: skip
+
+
 def _raise(err: Any) -> Callable[[], None]:
     def fail() -> None:
         raise RuntimeError(f"producing failed: {err}")
@@ -668,7 +679,9 @@ class WorkerSinkTask(WorkerTask):
 
     def _convert(self, message: Any) -> ConnectRecord | None:
         if message.error() is not None:
-            if message.error().fatal():
+            if message.error().fatal() or message.error().code() in _refused_codes():
+                # As Kafka's sink task: an authorization error fails the task (its key
+                # may not read the topic or use the group), it is not retried forever.
                 raise RuntimeError(f"consumer failed: {message.error()}")
             logger.info("%s: %s", self.name, message.error())
             return None

@@ -63,6 +63,8 @@ CONNECTOR_CONFIG = ConfigDef(
         ConfigKey("header.converter", ConfigType.CLASS, None, doc="accepted for compatibility; headers pass as bytes"),  # noqa: E501
         ConfigKey("transforms", ConfigType.LIST, [], doc="aliases of the single message transforms, in order"),  # noqa: E501
         ConfigKey("predicates", ConfigType.LIST, [], doc="aliases of the predicates transforms may use"),  # noqa: E501
+        ConfigKey("kafka.api.key", ConfigType.STRING, None, importance=Importance.HIGH, doc="the API key (its id) the connector runs as where the platform runs it; its ACLs and quotas apply (default over the REST API: the calling key)"),  # noqa: E501
+        ConfigKey("kafka.api.secret", ConfigType.PASSWORD, None, doc="the secret of kafka.api.key, to prove it is yours to use (checked, never stored); not needed for your own service account's keys, or from the console for admins"),  # noqa: E501
     ]
 ).merged(ERRORS_CONFIG)  # fmt: skip
 
@@ -152,9 +154,14 @@ class Worker:
         worker_id: str,
         on_status: Callable[[str, int, Status], None] | None = None,
         on_topic: Callable[[str, str, int], None] | None = None,
+        identity: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None,
     ) -> None:
         WORKER_CONFIG.parse(worker_config)  # fail early on a bad worker config
         self.on_topic = on_topic  # (connector, topic, task id): a task's first use of a topic
+        # Who a connector's clients are, from its config (the platform's fleet: the API key
+        # the config names); its settings replace the worker's client identity for that
+        # connector and its tasks. A ConfigException refuses the connector.
+        self.identity = identity
         self.worker_config = dict(worker_config)
         self.offsets = offsets
         self.worker_id = worker_id
@@ -175,10 +182,11 @@ class Worker:
             key, messages = next(iter(sorted(errors.items())))
             raise ConfigException(key, "; ".join(messages))
         name = config["name"]
+        worker_config = self.config_for(config)
         with self._lock:
             if name in self.connectors:
                 raise ConfigException("name", f"connector {name!r} is already running")
-            connector = new_connector(config["connector.class"], self.worker_config)
+            connector = new_connector(config["connector.class"], worker_config)
             connector.start(config)
             state = State.PAUSED if paused else State.RUNNING
             self.connectors[name] = RunningConnector(
@@ -186,6 +194,14 @@ class Worker:
             )
         self._report(name, -1, self.connectors[name].status)
         return self.task_configs(name)
+
+    def config_for(self, connector_config: Mapping[str, str]) -> dict[str, str]:
+        """The worker config a connector and its tasks see: the worker's, with the
+        connector's client identity when the worker has an identity hook."""
+        if self.identity is None:
+            return self.worker_config
+        base = {k: v for k, v in self.worker_config.items() if k != "sasl.jaas.config"}
+        return base | dict(self.identity(connector_config))
 
     def task_configs(self, name: str) -> list[dict[str, str]]:
         with self._lock:
@@ -218,8 +234,9 @@ class Worker:
         task_config: Mapping[str, str],
         paused: bool = False,
     ) -> None:
-        kind = new_connector(connector_config["connector.class"], self.worker_config).task_class()
-        args = (name, task_id, connector_config, task_config, self.worker_config, self.worker_id)
+        worker_config = self.config_for(connector_config)
+        kind = new_connector(connector_config["connector.class"], worker_config).task_class()
+        args = (name, task_id, connector_config, task_config, worker_config, self.worker_id)
         with self._lock:
             if (name, task_id) in self.tasks:
                 raise ConfigException("name", f"task {name}-{task_id} is already running")

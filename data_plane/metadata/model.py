@@ -35,6 +35,8 @@ class Principal:
     # internal_auth.ALLOWED. A console member's (internal_auth.console_username) depend on
     # the member's role.
     grants: frozenset[tuple[Operation, ResourceType]] | None = None
+    # ... and, when set, only on these named topics and groups (the Connect fleet's).
+    resources: frozenset[tuple[ResourceType, str]] | None = None
 
     @property
     def is_anonymous(self) -> bool:

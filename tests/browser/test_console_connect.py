@@ -78,6 +78,18 @@ def test_create_a_file_sink_from_the_form(browser, world, kafka):
         page.fill("#id_name", name)
         page.fill("#id_config-file", f"{name}.txt")
         page.fill("#id_config-topics", topic)
+        # A developer proves the key the connector runs as with its secret (admins need not).
+        key = kafka.admin_a
+        page.select_option("#id_config-kafka-api-key", key.key_id)
+        page.click("#connector-form button[type=submit]")
+        assert (
+            "only an admin or owner" in page.locator("#config-kafka-api-secret-error").inner_text()
+        )
+        page.fill("#id_name", name)
+        page.fill("#id_config-file", f"{name}.txt")
+        page.fill("#id_config-topics", topic)
+        page.select_option("#id_config-kafka-api-key", key.key_id)
+        page.fill("#id_config-kafka-api-secret", key.secret)
         page.click("#connector-form button[type=submit]")
         page.wait_for_url(re.compile(rf".*/connect/{name}/$"))
         assert page.locator("h1").inner_text() == name

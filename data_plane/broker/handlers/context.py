@@ -151,7 +151,10 @@ class RequestContext:
     def may(self, op: Operation, rtype: ResourceType, name: str) -> bool:
         if self.principal.internal:  # never widened by a tenant's ACLs
             grants = self.principal.grants
-            return (op, rtype) in (internal_auth.ALLOWED if grants is None else grants)
+            if (op, rtype) not in (internal_auth.ALLOWED if grants is None else grants):
+                return False
+            named = self.principal.resources
+            return named is None or rtype is ResourceType.CLUSTER or (rtype, name) in named
         return (
             authorize(
                 self.snapshot.tenant_acls(self.principal.tenant_id),

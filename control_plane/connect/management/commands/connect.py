@@ -1,5 +1,7 @@
 """``manage.py connect [--standalone] worker.properties [connector.properties ...]``: a
-Connect worker (Step 14).
+Connect worker (Step 14). ``manage.py connect --fleet [worker.properties]``: the
+platform's fleet, running every tenant's Connect cluster (``data_plane.connect.fleet``;
+the properties, optional, add worker settings such as timeouts and converters).
 
 Distributed mode (the default) joins the Connect cluster named by the worker config's
 ``group.id`` and shares its connectors with the other workers; their configs, offsets
@@ -27,6 +29,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from data_plane.connect.config import ConfigException
 from data_plane.connect.distributed import DistributedHerder
+from data_plane.connect.fleet import Fleet
 from data_plane.connect.metrics import WORKER_METRICS
 from data_plane.connect.properties import load_config
 from data_plane.connect.standalone import StandaloneWorker
@@ -44,6 +47,24 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
+def wait_for_a_broker(stop: threading.Event, timeout: float = 120.0) -> None:
+    """Until a broker has registered (started together, the fleet may come up first)."""
+    import time
+
+    from control_plane.streams.kafka import Unavailable, bootstrap_servers
+
+    deadline = time.monotonic() + timeout
+    while not stop.is_set():
+        try:
+            bootstrap_servers()
+            return
+        except Unavailable:
+            if time.monotonic() > deadline:
+                raise CommandError(f"no broker registered in {timeout:.0f} s") from None
+            stop.wait(1.0)
+    raise SystemExit(0)  # asked to stop before a broker came
+
+
 class Command(BaseCommand):
     help = "Run a Connect worker."
 
@@ -53,11 +74,21 @@ class Command(BaseCommand):
             action="store_true",
             help="one process; connectors from the files given",
         )
-        parser.add_argument("worker_config", help="the worker's properties file")
+        parser.add_argument(
+            "--fleet",
+            action="store_true",
+            help="the platform's fleet: every tenant's Connect cluster (worker config optional)",
+        )
+        parser.add_argument("worker_config", nargs="?", help="the worker's properties file")
         parser.add_argument("connector_configs", nargs="*", help="connector configs")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tune_gc()
+        if options["fleet"]:
+            self._fleet(options)
+            return
+        if not options["worker_config"]:
+            raise CommandError("the worker's properties file is required (or --fleet)")
         if not options["standalone"]:
             self._distributed(options)
             return
@@ -98,6 +129,32 @@ class Command(BaseCommand):
             ) from exc
         host, port = server.server_address[:2]
         self.stdout.write(f"connect metrics on http://{host}:{port}/metrics")
+
+    def _fleet(self, options: dict[str, Any]) -> None:
+        from control_plane.connect.fleet import fleet_base, key_error, tenants_using_connect
+
+        if options["standalone"] or options["connector_configs"]:
+            raise CommandError("--fleet takes at most a worker properties file")
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        try:
+            extra = load_config(Path(options["worker_config"])) if options["worker_config"] else {}
+            if not extra.get("bootstrap.servers"):
+                wait_for_a_broker(stop)
+            fleet = Fleet(fleet_base(extra), tenants_using_connect, key_error,
+                          interval=float(extra.get("fleet.interval.seconds", 5)))  # fmt: skip
+        except (OSError, ValueError) as exc:
+            raise CommandError(str(exc)) from exc
+        runner = threading.Thread(target=fleet.run, args=(stop,), name="fleet")
+        runner.start()
+        if extra.get("metrics.port"):
+            self._metrics({**extra, "bootstrap.servers": fleet.base["bootstrap.servers"]})
+        self.stdout.write("connect fleet ready")
+        self.stdout.flush()
+        while runner.is_alive():
+            runner.join(0.5)
+        self.stdout.write("connect fleet stopped")
 
     def _distributed(self, options: dict[str, Any]) -> None:
         if options["connector_configs"]:

@@ -1,9 +1,10 @@
 """``manage.py up``: every Millrace process in one command, for a first run.
 
-Starts the web app (daphne on the ASGI app), the Celery worker and beat, and a broker as
-child processes, creates the first admin and the ``default`` tenant (printing the admin's
-password once, when it is created), and on Ctrl-C or SIGTERM stops the children with
-SIGTERM, waiting for each to finish cleanly before exiting.
+Starts the web app (daphne on the ASGI app), the Celery worker and beat, a broker and the
+Connect fleet (every tenant's connectors) as child processes, creates the first admin and
+the ``default`` tenant (printing the admin's password once, when it is created), and on
+Ctrl-C or SIGTERM stops the children with SIGTERM, waiting for each to finish cleanly
+before exiting.
 
 A child that dies is started again, after a pause that doubles with each quick failure
 (1 s up to 30 s; a child that ran for a minute starts over at 1 s), and both the exit
@@ -281,6 +282,13 @@ class Command(BaseCommand):
                     *(["--allow-anonymous"] if self._dev_listener else []),
                 ],
                 ready_text=" ready on ",
+            ),
+            # The platform's Connect fleet: a connector created in the console or over the
+            # REST API runs without a worker of the tenant's own.
+            Child(
+                "connect",
+                [python, "manage.py", "connect", "--fleet"],
+                ready_text="connect fleet ready",
             ),
         ]
 
