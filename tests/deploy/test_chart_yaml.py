@@ -101,7 +101,8 @@ def test_the_objects_the_deployment_needs_are_there():
     kinds = {}
     for obj in all_objects():
         kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
-    assert kinds["Deployment"] == 4  # web, worker, beat, connect (with connect.enabled)
+    # web, worker, beat, the Connect fleet, connect (with connect.enabled)
+    assert kinds["Deployment"] == 5
     assert kinds["StatefulSet"] == 1  # brokers
     assert kinds["Job"] == 1  # migrations
     assert kinds["ServiceMonitor"] == 4  # web, brokers, worker, connect
@@ -135,6 +136,7 @@ def test_every_workload_runs_a_role_of_the_entrypoint():
         ("StatefulSet", "-broker"): "broker",
         ("Job", "-migrate"): "migrate",
         ("Deployment", "-connect"): "connect",
+        ("Deployment", "-connect-fleet"): "connect-fleet",
     }
     for (kind, suffix), role in roles.items():
         workload = named(kind, suffix)
