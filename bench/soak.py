@@ -12,6 +12,8 @@ checks from the outside that:
 * the producer keeps its pace (at least 90% of ``--rate`` acknowledged), and every
   acknowledged record is consumed, in order per partition, none twice;
 * Celery keeps up: the embedded queue folder never piles up;
+* the Connect fleet keeps up: a connector created over the REST API (a file sink, run as
+  a key of its own) copies the topic to a file, every acknowledged record included;
 * the children's memory does not keep growing (reported, not judged).
 
 Prints one JSON line per report interval and a final summary, and exits non-zero if a
@@ -197,7 +199,7 @@ def produce(bootstrap: str, rate: float, stop: threading.Event, tally: Tally) ->
         producer.produce(
             TOPIC,
             key=str(seq).encode(),
-            value=b"v" * 200,
+            value=f"{seq}:".encode() + b"v" * 200,
             partition=seq % PARTITIONS,
             on_delivery=delivered,
         )
@@ -243,6 +245,59 @@ def create_topic(bootstrap: str) -> None:
     create_topics(AdminClient({"bootstrap.servers": bootstrap}), [NewTopic(TOPIC, PARTITIONS, 1)])
 
 
+COPY = "soak-copy"
+
+
+def start_copy(stack: Stack) -> Path:
+    """A FileStreamSink of the topic, created over the REST API with a key that may read
+    the topic and use the Connect cluster; the platform's fleet runs it. The file it
+    writes."""
+    import base64
+    import shlex
+
+    def create_key(*args: str) -> dict[str, str]:
+        out = subprocess.run(  # noqa: S603 - our own command line
+            [sys.executable, "manage.py", "create_api_key", "default", "soak-connect", *args],
+            cwd=ROOT, env=stack.env, capture_output=True, text=True, check=True, timeout=120,
+        ).stdout  # fmt: skip
+        return dict(shlex.split(line)[0].split("=", 1) for line in out.splitlines()
+                    if line.startswith(("KEY=", "SECRET=")))  # fmt: skip
+
+    create_key("--preset", "consumer", "--topic", TOPIC, "--group", "connect-")
+    key = create_key("--preset", "topic-admin", "--topic", "connect-", "--topic-pattern",
+                     "prefixed")  # fmt: skip
+    string = "org.apache.kafka.connect.storage.StringConverter"
+    body = json.dumps({"name": COPY, "config": {
+        "connector.class": "FileStreamSink", "topics": TOPIC, "file": f"{COPY}.txt",
+        "key.converter": string, "value.converter": string,
+    }}).encode()  # fmt: skip
+    token = base64.b64encode(f"{key['KEY']}:{key['SECRET']}".encode()).decode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{stack.port}/api/v1/tenants/default/connect/connectors",
+        data=body, method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Basic {token}"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+        if response.status != 201:
+            raise RuntimeError(f"creating the connector answered {response.status}")
+    return stack.data_dir / "data" / "connect-files" / "default" / f"{COPY}.txt"
+
+
+def copied(path: Path) -> set[int]:
+    """The sequence numbers the connector wrote (``<seq>:vvv...`` lines)."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return set()
+    return {int(line.split(":", 1)[0]) for line in text.splitlines() if ":" in line}
+
+
+def copy_missing(tally: Tally, path: Path) -> int:
+    with tally.lock:
+        acked = {seq for seqs in tally.acked.values() for seq in seqs}
+    return len(acked - copied(path))
+
+
 def check_records(tally: Tally) -> dict[str, int]:
     """Lost (acked, never read), duplicated and out-of-order reads, per the keys."""
     lost = duplicates = out_of_order = 0
@@ -279,6 +334,7 @@ def run(
     stack.start()
     bootstrap = f"127.0.0.1:{stack.broker_port}"
     create_topic(bootstrap)
+    copy_path = start_copy(stack)
     rss_start = stack.children_rss_mb()
 
     until = time.time() + seconds
@@ -327,6 +383,10 @@ def run(
             time.sleep(0.5)
         stop_consuming.set()
         threads[1].join(60)
+        # And the Connect fleet's copy of it (bounded).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and copy_missing(tally, copy_path):
+            time.sleep(0.5)
         for process in neighbours:
             process.terminate()
         rss_end = stack.children_rss_mb() if stack.process.poll() is None else None
@@ -350,6 +410,8 @@ def run(
         "produce_errors": tally.produce_errors,
         "consume_errors": tally.consume_errors,
         "last_error": tally.last_error,
+        "connect_copy_missing": copy_missing(tally, copy_path),
+        "connect_copy_lines": len(copied(copy_path)),
         "rss_start_mb": rss_start,
         "rss_end_mb": rss_end,
         **records,
@@ -365,6 +427,7 @@ def run(
         and records["lost"] == 0
         and records["duplicates"] == 0
         and records["out_of_order"] == 0
+        and summary["connect_copy_missing"] == 0
         and max_queue < 100
     )
     summary["log"] = str(stack.log_path)

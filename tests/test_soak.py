@@ -1,5 +1,6 @@
 """The short soak CI runs: ``manage.py up`` on embedded defaults under load, beside a
-CPU-burning neighbour, for a minute (``make soak`` runs the same for 30 minutes)."""
+CPU-burning neighbour, for a minute (``make soak`` runs the same for 30 minutes), with a
+connector the Connect fleet runs copying the load's topic to a file."""
 
 from __future__ import annotations
 
@@ -29,4 +30,7 @@ def test_up_stays_up_under_load_beside_a_noisy_neighbour(tmp_path):
     assert summary["produce_errors"] == 0, summary
     assert summary["acked_per_s"] >= 90, summary
     assert summary["max_queue_depth"] < 100, summary
+    # The Connect fleet copied every acknowledged record to the file sink's file.
+    assert summary["connect_copy_missing"] == 0, summary
+    assert summary["connect_copy_lines"] >= summary["acked"] > 0, summary
     assert summary["ok"], summary
