@@ -16,7 +16,7 @@ import pytest
 
 from tests.broker.conftest import ROOT, confluent_conf
 from tests.broker.test_clients import topic_name
-from tests.broker.test_connect_rest import _key_hashes, _until  # noqa: F401 - a fixture
+from tests.broker.test_connect_rest import _key_hashes, _records, _until  # noqa: F401 - a fixture
 from tests.broker.test_connect_standalone import _create, _wait_lines
 from tests.conftest import key_client
 
@@ -116,7 +116,7 @@ def test_the_fleet_runs_a_tenants_connectors_as_the_keys_they_name(kafka, tmp_pa
         # (members may not create topics; the platform makes the cluster's), and the fleet
         # runs it too, as the key the admin picked.
         other = topic_name("fleet-b")
-        _create_as(kafka, kafka.admin_b, other)
+        _create(kafka, other, key=kafka.admin_b)
         (root / kafka.tenant_b).mkdir()
         console = _console_admin(kafka.tenant_b)
         created = console.post(f"/t/{kafka.tenant_b}/create-connector/", {
@@ -135,14 +135,6 @@ def test_the_fleet_runs_a_tenants_connectors_as_the_keys_they_name(kafka, tmp_pa
         assert fleet.wait(60) == 0
 
 
-def _create_as(kafka, key, *topics: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient(confluent_conf(kafka, key))
-    for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
-        f.result(30)
-
-
 def _console_admin(tenant_slug: str):
     from django.test import Client
 
@@ -156,13 +148,3 @@ def _console_admin(tenant_slug: str):
     client = Client()
     client.force_login(user)
     return client
-
-
-def _records(kafka, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(confluent_conf(kafka, kafka.admin_a) | {"group.id": "count"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        consumer.close()

@@ -109,10 +109,10 @@ def _topic_values(kafka, topic: str, count: int) -> list[bytes]:
     return values
 
 
-def _create(kafka, *topics: str) -> None:
+def _create(kafka, *topics: str, key=None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient(confluent_conf(kafka, kafka.admin_a))
+    admin = AdminClient(confluent_conf(kafka, key or kafka.admin_a))
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
         f.result(30)
 
