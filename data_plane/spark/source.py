@@ -452,11 +452,16 @@ def _bytes(value: Any) -> bytes | None:
 
 def write_rows(s: WriteSettings, rows: Iterator[Any]) -> Written:
     """Produce every row with acks=all; raise on the first record the brokers refused."""
-    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka import KafkaError, KafkaException, Producer
 
     failures: list[str] = []
 
     def on_error(error: KafkaError) -> None:
+        if error.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            # A key that may write no topic gets no idempotent producer id (KIP-679): the
+            # producer fails whole before any record's own answer.
+            failures.append(delivery_problem(error, s))
+            return
         if (
             error.code()
             in (
@@ -477,6 +482,17 @@ def write_rows(s: WriteSettings, rows: Iterator[Any]) -> Written:
             failures.append(delivery_problem(error, s))
 
     producer = Producer({**producer_config(s), "error_cb": on_error})
+
+    def fatal(exc: KafkaException) -> str:
+        """Why the producer failed whole: the error a poll serves (to ``on_error``, or
+        raised), not the bare "fatal error" that produce or flush raise after it."""
+        error = exc.args[0]
+        try:
+            producer.poll(0)
+        except KafkaException as raised:  # a poll raises the fatal error itself
+            error = raised.args[0]
+        return failures[0] if failures else delivery_problem(error, s)
+
     count = 0
     for row in rows:
         if failures:
@@ -500,9 +516,14 @@ def write_rows(s: WriteSettings, rows: Iterator[Any]) -> Written:
                 break
             except BufferError:
                 producer.poll(0.1)  # the local queue is full: let deliveries drain it
+            except KafkaException as exc:  # the producer failed fatally
+                raise MillraceError(fatal(exc)) from None
         count += 1
         producer.poll(0)
-    left = producer.flush(s.timeout)
+    try:
+        left = producer.flush(s.timeout)
+    except KafkaException as exc:  # the producer failed fatally (raised by flush)
+        raise MillraceError(fatal(exc)) from None
     if failures:
         raise MillraceError(failures[0])
     if left:
@@ -514,7 +535,8 @@ def delivery_problem(error: Any, s: WriteSettings) -> str:
     from confluent_kafka import KafkaError
 
     key = s.credentials.key_id
-    if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+    if error.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                        KafkaError.CLUSTER_AUTHORIZATION_FAILED):  # fmt: skip
         return (
             f"API key {key} may not write to the topic: its service account needs an ACL "
             "allowing WRITE on it"

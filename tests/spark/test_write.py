@@ -4,6 +4,7 @@ headers and partitions intact (acks=all), and refusals say why."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from pyspark.sql import Row
@@ -92,3 +93,25 @@ def test_writes_refused_with_reasons(spark, kafka):
     with pytest.raises(Exception, match="needs a 'value' column"):
         writer(spark.range(3), kafka, kafka.admin_a, topic=topic).save()
     assert read(spark, kafka, kafka.admin_a, subscribe=topic).count() == 0
+
+
+def test_a_key_that_may_write_nothing_is_told_so_whichever_refusal_comes_first(kafka):
+    """The read-only key's idempotent producer gets no producer id (KIP-679: no Write on
+    any topic), which fails the producer whole before any record is answered; that, or
+    the topic's own refusal, reads as the same clear reason (not "the key was revoked")."""
+    from data_plane.spark.options import write_settings
+    from data_plane.spark.source import MillraceError, write_rows
+
+    topic = topic_name("nowrite-direct")
+    confluent_create(kafka, kafka.admin_a, topic, partitions=1)
+    reader = kafka.reader_a
+    options = {"bootstrap.servers": kafka.bootstrap, "api.key": reader.key_id,
+               "api.secret": reader.secret, "topic": topic, "timeout.seconds": "20"}  # fmt: skip
+
+    def rows(wait: float):  # the first row after ``wait``: by then the producer id was refused
+        time.sleep(wait)
+        yield from [Row(value=b"x")] * 5
+
+    for wait in (0, 3):  # the topic's refusal first, then the producer id's
+        with pytest.raises(MillraceError, match="may not write to the topic"):
+            write_rows(write_settings(options), rows(wait))
