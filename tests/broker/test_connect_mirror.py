@@ -87,6 +87,34 @@ def _group_offsets(admin, group: str, topic: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
 
 
+def _check_translated(target: dict, group: str, mirrored: str, upstream: dict) -> None:
+    """Group ``group`` in the target: translated offsets, never past the first record it
+    had not read (they may lag while the mirror confirms where records landed), and a
+    consumer of it resumes at the record after its last one."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    target_admin = AdminClient(target)
+    deadline = time.monotonic() + WAIT_S
+    offsets: dict[int, int] = {}
+    while time.monotonic() < deadline:
+        offsets = _group_offsets(target_admin, group, mirrored)
+        assert all(offsets[p] <= CONSUMED[p] for p in offsets), offsets
+        if offsets == CONSUMED:
+            break
+        time.sleep(0.3)
+    assert offsets == CONSUMED
+    resumed = Consumer(target | {"group.id": group, "enable.auto.commit": False})
+    resumed.assign([TopicPartition(mirrored, p) for p in range(PARTITIONS)])
+    first: dict[int, tuple] = {}
+    while len(first) < PARTITIONS and time.monotonic() < deadline:
+        for m in resumed.consume(10, 0.5):
+            if m.error() is None:
+                first.setdefault(m.partition(), (m.key(), m.value()))
+    resumed.close()
+    assert first == {p: upstream[p][CONSUMED[p]][1:3] for p in range(PARTITIONS)}
+
+
 def test_mirror_copies_topics_and_translates_group_offsets(kafka, tmp_path: Path) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -163,27 +191,7 @@ def test_mirror_copies_topics_and_translates_group_offsets(kafka, tmp_path: Path
             assert _content(downstream[p]) == _content(upstream[p])
             assert [r[0] for r in downstream[p]] == list(range(20))
 
-        # Group G in the target: translated offsets, never past the first record it had
-        # not read (they may lag while the mirror confirms where records landed).
-        deadline = time.monotonic() + WAIT_S
-        offsets: dict[int, int] = {}
-        while time.monotonic() < deadline:
-            offsets = _group_offsets(target_admin, group, mirrored)
-            assert all(offsets[p] <= CONSUMED[p] for p in offsets), offsets
-            if offsets == CONSUMED:
-                break
-            time.sleep(0.3)
-        assert offsets == CONSUMED
-        # A consumer of G in the target resumes at the record after its last one.
-        resumed = Consumer(target | {"group.id": group, "enable.auto.commit": False})
-        resumed.assign([TopicPartition(mirrored, p) for p in range(PARTITIONS)])
-        first: dict[int, tuple] = {}
-        while len(first) < PARTITIONS and time.monotonic() < deadline:
-            for m in resumed.consume(10, 0.5):
-                if m.error() is None:
-                    first.setdefault(m.partition(), (m.key(), m.value()))
-        resumed.close()
-        assert first == {p: upstream[p][CONSUMED[p]][1:3] for p in range(PARTITIONS)}
+        _check_translated(target, group, mirrored, upstream)
 
         # The checkpoints and offset syncs behind it, in the target's internal topics.
         checkpoints = _latest(target, "source.checkpoints.internal")

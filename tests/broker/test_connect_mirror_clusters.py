@@ -9,7 +9,6 @@ internal topics) between two tenants of one cluster."""
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from pathlib import Path
 
@@ -22,9 +21,8 @@ from tests.broker.test_clients import topic_name
 from tests.broker.test_connect_mirror import (
     CONSUMED,
     PARTITIONS,
-    WAIT_S,
+    _check_translated,
     _content,
-    _group_offsets,
     _produce,
     _read_all,
 )
@@ -100,23 +98,6 @@ def test_mirror_between_two_clusters_translates_group_offsets(kafka, tmp_path: P
                 assert _content(downstream[p]) == _content(upstream[p])
                 assert [r[0] for r in downstream[p]] == list(range(20))  # no markers, gaps
 
-            deadline = time.monotonic() + WAIT_S
-            offsets: dict[int, int] = {}
-            while time.monotonic() < deadline:
-                offsets = _group_offsets(target_admin, group, mirrored)
-                assert all(offsets[p] <= CONSUMED[p] for p in offsets), offsets
-                if offsets == CONSUMED:
-                    break
-                time.sleep(0.3)
-            assert offsets == CONSUMED
-            resumed = Consumer(target | {"group.id": group, "enable.auto.commit": False})
-            resumed.assign([TopicPartition(mirrored, p) for p in range(PARTITIONS)])
-            first: dict[int, tuple] = {}
-            while len(first) < PARTITIONS and time.monotonic() < deadline:
-                for m in resumed.consume(10, 0.5):
-                    if m.error() is None:
-                        first.setdefault(m.partition(), (m.key(), m.value()))
-            resumed.close()
-            assert first == {p: upstream[p][CONSUMED[p]][1:3] for p in range(PARTITIONS)}
+            _check_translated(target, group, mirrored, upstream)
         finally:
             worker.stop()
