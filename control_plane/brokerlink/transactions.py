@@ -199,10 +199,25 @@ class DjangoTransactionStore:
         )
 
     def settle_txn_offsets(
-        self, tenant_id: int, group_id: str, producer_id: int, commit: bool
-    ) -> None:
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        group_id: str,
+        commit: bool,
+        check: Callable[[TxnMetadata | None], bool],
+    ) -> bool:
         fresh_connection()
         with transaction.atomic():
+            # The id's row first, as staging locks it: the decision is checked with no
+            # next transaction able to start (or stage) meanwhile.
+            row = (
+                TransactionState.objects.select_for_update()
+                .filter(tenant_id=tenant_id, transactional_id=transactional_id)
+                .first()
+            )
+            if not check(_value(row) if row is not None else None):
+                return False
             staged = PendingTxnOffset.objects.select_for_update().filter(
                 tenant_id=tenant_id, group_id=group_id, producer_id=producer_id
             )
@@ -219,6 +234,7 @@ class DjangoTransactionStore:
                     ],
                 )
             staged.delete()
+            return True
 
     def pending_txn_partitions(self, tenant_id: int, group_id: str) -> set[tuple[str, int]]:
         fresh_connection()

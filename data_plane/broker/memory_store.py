@@ -1194,12 +1194,21 @@ class MemoryStore:
             return 0
 
     def settle_txn_offsets(
-        self, tenant_id: int, group_id: str, producer_id: int, commit: bool
-    ) -> None:
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        group_id: str,
+        commit: bool,
+        check: Callable[[TxnMetadata | None], bool],
+    ) -> bool:
         with self._lock:
+            if not check(self._transactions.get((tenant_id, transactional_id))):
+                return False
             staged = self._staged_offsets.pop((tenant_id, group_id, producer_id), {})
             if commit and staged:
                 self.commit_offsets(tenant_id, group_id, list(staged.values()))
+            return True
 
     def pending_txn_partitions(self, tenant_id: int, group_id: str) -> set[tuple[str, int]]:
         with self._lock:

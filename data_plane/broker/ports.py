@@ -317,10 +317,20 @@ class TransactionStore(Protocol):
         ...
 
     def settle_txn_offsets(
-        self, tenant_id: int, group_id: str, producer_id: int, commit: bool
-    ) -> None:
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        group_id: str,
+        commit: bool,
+        check: Callable[[TxnMetadata | None], bool],
+    ) -> bool:
         """The transaction ended: on commit its staged offsets become the group's (in one
-        store transaction), on abort they are dropped. Settling twice does nothing."""
+        store transaction), on abort they are dropped; True. Only if ``check`` of the
+        id's stored state says it still holds the decision being settled, with that state
+        held still meanwhile: a deposed coordinator finishing a transaction its successor
+        completed must not settle offsets the producer's next transaction staged; False,
+        settling nothing, otherwise. Settling twice does nothing."""
         ...
 
     def pending_txn_partitions(self, tenant_id: int, group_id: str) -> set[tuple[str, int]]:

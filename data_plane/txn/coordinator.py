@@ -79,8 +79,14 @@ class TxnStore(Protocol):
     ) -> int: ...
 
     def settle_txn_offsets(
-        self, tenant_id: int, group_id: str, producer_id: int, commit: bool
-    ) -> None: ...
+        self,
+        tenant_id: int,
+        transactional_id: str,
+        producer_id: int,
+        group_id: str,
+        commit: bool,
+        check: Callable[[TxnMetadata | None], bool],
+    ) -> bool: ...
 
     def pending_txn_partitions(self, tenant_id: int, group_id: str) -> set[tuple[str, int]]: ...
 
@@ -509,21 +515,27 @@ class TransactionCoordinator:
         while True:  # the decision stands: its markers are written, however long it takes
             try:
                 await self.markers.write_markers(txn, commit)
-                # The groups' offsets of the transaction become theirs, or are dropped.
+                # The groups' offsets of the transaction become theirs, or are dropped,
+                # only while the stored id still holds this decision: once another
+                # coordinator has completed it, what is staged under the producer id
+                # belongs to the producer's next transaction.
                 for group in sorted(txn.groups):
-                    await self._call(
+                    if not await self._call(
                         self.store.settle_txn_offsets,
                         txn.tenant_id,
-                        group,
+                        txn.transactional_id,
                         txn.producer_id,
+                        group,
                         commit,
-                    )
+                        lambda stored: stored is not None and _decision(stored) == _decision(txn),
+                    ):
+                        logger.info("%r: completed by another coordinator meanwhile", key[1])
+                        await self._drop(txn)
+                        return
                 break
             except MarkersFenced as exc:
                 logger.info("%r: %s; its markers are another coordinator's", key[1], exc)
-                async with self._lock(key):
-                    if self._txns.get(key) == txn:
-                        del self._txns[key]  # read afresh if asked again
+                await self._drop(txn)
                 return
             except Exception:
                 logger.warning(
@@ -562,6 +574,13 @@ class TransactionCoordinator:
                 )
             except NotCoordinator:
                 logger.info("%r: completed by another coordinator", txn.transactional_id)
+
+    async def _drop(self, txn: TxnMetadata) -> None:
+        """Forget ``txn`` (another coordinator finished it): read afresh if asked again."""
+        key = (txn.tenant_id, txn.transactional_id)
+        async with self._lock(key):
+            if self._txns.get(key) == txn:
+                del self._txns[key]
 
     async def wait_completed(self, tenant_id: int, transactional_id: str) -> None:
         """Until the markers of the id's decided transaction are written (tests, shutdown)."""

@@ -884,11 +884,18 @@ def test_transactional_offsets_stay_apart_until_the_transaction_ends(world: Worl
     assert store.pending_txn_partitions(acme, "g1") == {("orders", 0), ("orders", 1)}
     assert store.pending_txn_partitions(globex, "g1") == set()
 
-    store.settle_txn_offsets(acme, "g1", 7001, commit=True)
+    def settle(pid: int, commit: bool, check: Any = lambda txn: True) -> bool:
+        return store.settle_txn_offsets(acme, "tx", pid, "g1", commit, check)
+
+    # The check sees the id's stored state; when it refuses, nothing is settled.
+    assert settle(7001, True, lambda txn: txn is None) is False
+    assert store.pending_txn_partitions(acme, "g1") == {("orders", 0), ("orders", 1)}
+    assert [(o.partition, o.offset) for o in store.fetch_offsets(acme, "g1")] == [(0, 5)]
+    assert settle(7001, True, lambda txn: txn == store.load_transaction(acme, "tx")) is True
     assert store.fetch_offsets(acme, "g1") == [OffsetRecord("orders", 0, 12, 2, "b", now)]
     assert store.pending_txn_partitions(acme, "g1") == {("orders", 1)}
-    store.settle_txn_offsets(acme, "g1", 7001, commit=True)  # twice: nothing more
-    store.settle_txn_offsets(acme, "g1", 7002, commit=False)  # aborted: dropped
+    assert settle(7001, True) is True  # twice: nothing more
+    assert settle(7002, False) is True  # aborted: dropped
     assert [(o.partition, o.offset) for o in store.fetch_offsets(acme, "g1")] == [(0, 12)]
     assert store.pending_txn_partitions(acme, "g1") == set()
     assert store.fetch_offsets(globex, "g1") == []

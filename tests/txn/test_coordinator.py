@@ -56,9 +56,12 @@ class Store:
             self.staged.setdefault((tenant_id, group, producer_id), []).extend(offsets)
         return error
 
-    def settle_txn_offsets(self, tenant_id, group, producer_id, commit):
+    def settle_txn_offsets(self, tenant_id, transactional_id, producer_id, group, commit, check):
+        if not check(self.rows.get((tenant_id, transactional_id))):
+            return False
         offsets = self.staged.pop((tenant_id, group, producer_id), [])
         self.settled.append((group, producer_id, commit, offsets))
+        return True
 
     def pending_txn_partitions(self, tenant_id, group):
         return {
@@ -75,6 +78,8 @@ class Markers:
         self.written: list[tuple[str, int, int, bool, frozenset[TxnPartition]]] = []
         self.gate = asyncio.Event()
         self.gate.set()
+        self.returned = asyncio.Event()  # cleared: written, but the call has not returned
+        self.returned.set()
         self.fail = 0
         self.fenced = False
         self.coordinator_epochs: list[int] = []
@@ -96,6 +101,7 @@ class Markers:
         self.written.append(
             (txn.transactional_id, txn.producer_id, txn.producer_epoch, commit, txn.partitions)
         )
+        await self.returned.wait()
 
 
 class Clock:
@@ -298,6 +304,47 @@ def test_a_deposed_coordinator_gives_up_markers_its_successor_wrote():
         assert first_markers.coordinator_epochs == []
         assert first.transactions() == []  # forgotten: it reads the store if asked again
         assert store.rows[(TENANT, "t")].state is TxnState.COMPLETE_COMMIT
+
+    run(go())
+
+
+def test_a_deposed_coordinator_does_not_settle_offsets_of_the_next_transaction():
+    """A deposed coordinator whose markers still went through (before its successor's)
+    settles its transaction's group offsets only while the stored id holds that
+    decision: once the successor has completed it and the producer's next transaction
+    has staged offsets under the same producer id (transactions V1: same epoch), those
+    are the next transaction's, to be settled by its own decision (found by the
+    exactly-once chaos test: an aborted transaction's offsets became the group's)."""
+
+    async def go():
+        store = Store()
+        first, _, first_markers, _ = make(store)
+        _, pid, epoch = await first.init_producer_id(TENANT, "t", 60_000)
+        await first.add_partitions(TENANT, "t", pid, epoch, [P0])
+        await first.add_offsets(TENANT, "t", pid, epoch, "g")
+        assert await first.stage_offsets(TENANT, "t", pid, epoch, "g", ["first"]) == E.NONE
+        first_markers.returned.clear()  # its markers are written, then it is held back
+        assert await first.end_txn(TENANT, "t", pid, epoch, True) == E.NONE
+        while not first_markers.written:
+            await asyncio.sleep(0.01)
+        second, _, _, _ = make(store)
+        await second.load(TENANT, "t")
+        await second.wait_completed(TENANT, "t")
+        assert store.settled == [("g", pid, True, ["first"])]
+        # The producer's next transaction, at the successor, stages its offsets...
+        await second.add_partitions(TENANT, "t", pid, epoch, [P0])
+        await second.add_offsets(TENANT, "t", pid, epoch, "g")
+        assert await second.stage_offsets(TENANT, "t", pid, epoch, "g", ["next"]) == E.NONE
+        # ...when the deposed coordinator goes on to settle.
+        first_markers.returned.set()
+        await asyncio.wait_for(first.wait_completed(TENANT, "t"), 10)
+        assert store.settled == [("g", pid, True, ["first"])]  # nothing more
+        assert await second.pending_partitions(TENANT, "g") == {"next"}
+        assert first.transactions() == []  # forgotten: it reads the store if asked again
+        # The next transaction's own decision settles them.
+        assert await second.end_txn(TENANT, "t", pid, epoch, False) == E.NONE
+        await second.wait_completed(TENANT, "t")
+        assert store.settled[-1] == ("g", pid, False, ["next"])
 
     run(go())
 
