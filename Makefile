@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
 	bench-rebalance bench-replication bench-streams bench-spark bench-console bench-browse \
-	bench-metadata bench-codec bench-transactions chaos soak screenshots
+	bench-metadata bench-codec bench-transactions bench-signup chaos soak screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,10 @@ bench-replication: install
 ## Transactions benchmark: transactional produce, consume-transform-produce, read_committed (3 brokers).
 bench-transactions: install
 	$(PY) -m bench.transactions
+
+## Sign-up to the first produced record in headless Chromium (real SMTP server and broker): time and steps.
+bench-signup: install
+	$(VENV)/bin/pytest -p no:xdist -q -s tests/browser/test_signup.py | grep signup_to_first_record
 
 ## Connect benchmark: CDC source and Postgres sink against their baselines, worker kill -9 (Postgres, a broker).
 bench-connect: install

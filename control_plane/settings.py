@@ -122,6 +122,7 @@ INSTALLED_APPS = [
     "control_plane.connect",
     "control_plane.controller",
     "control_plane.access",
+    "control_plane.accounts",
     "control_plane.audit",
     "control_plane.api",
     "control_plane.streams",
@@ -275,6 +276,44 @@ PASSWORD_HASHERS = [
 LOGIN_URL = "frontend:login"
 LOGIN_REDIRECT_URL = "frontend:home"
 LOGOUT_REDIRECT_URL = "frontend:login"
+AUTHENTICATION_BACKENDS = ["control_plane.accounts.backends.UsernameOrEmailBackend"]
+
+# --- accounts (docs/accounts.md) ---------------------------------------------------------
+# People sign up themselves (an e-mail address they prove, then a tenant of their own);
+# in production only with a mail server to prove addresses through.
+MILLRACE_SIGNUP_ENABLED = envbool(
+    "MILLRACE_SIGNUP_ENABLED", bool(envstr("EMAIL_HOST")) or not PRODUCTION
+)
+if PRODUCTION and MILLRACE_SIGNUP_ENABLED and not envstr("EMAIL_HOST"):
+    raise ImproperlyConfigured(
+        "MILLRACE_SIGNUP_ENABLED needs EMAIL_HOST in production: sign-up mails a link"
+    )
+MILLRACE_SIGNUP_MAX_TENANTS = envint("MILLRACE_SIGNUP_MAX_TENANTS", 3, minimum=0)
+MILLRACE_INVITATION_DAYS = envint("MILLRACE_INVITATION_DAYS", 7, minimum=1)
+# Wrong passwords for one account (from any address) before sign-in is refused for a while.
+MILLRACE_LOGIN_LOCKOUT_FAILURES = envint("MILLRACE_LOGIN_LOCKOUT_FAILURES", 10, minimum=1)
+MILLRACE_LOGIN_LOCKOUT_SECONDS = envint("MILLRACE_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# The name authenticator apps show beside a person's two-factor codes.
+MILLRACE_TOTP_ISSUER = envstr("MILLRACE_TOTP_ISSUER") or "Millrace"
+# Verification and password-reset links work this long (Django's setting).
+PASSWORD_RESET_TIMEOUT = envint("MILLRACE_LINK_TIMEOUT_SECONDS", 3 * 24 * 3600, minimum=60)
+# The address links in mail point at; unset: the address the request came to (which
+# ALLOWED_HOSTS limits in production).
+MILLRACE_PUBLIC_URL = envstr("MILLRACE_PUBLIC_URL") or ""
+# Mail: SMTP when EMAIL_HOST is set, else kept for the development mail page (/dev/mail/).
+EMAIL_HOST = envstr("EMAIL_HOST") or ""
+EMAIL_PORT = envint("EMAIL_PORT", 587 if envbool("EMAIL_USE_TLS", False) else 25, minimum=1)
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = envsecret("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL") or "Millrace <no-reply@millrace.localhost>"
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "control_plane.accounts.mail.OutboxBackend"
+)
 
 # --- API keys ---------------------------------------------------------------------------
 # SCRAM iteration count for new keys (Kafka's minimum is 4096).

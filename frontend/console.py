@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -140,6 +141,11 @@ def member_view(
         return wrapper
 
     return decorate
+
+
+def base_url(request: HttpRequest) -> str:
+    """Where links in mail point: ``MILLRACE_PUBLIC_URL``, else this request's site."""
+    return str(settings.MILLRACE_PUBLIC_URL or request.build_absolute_uri("/"))
 
 
 def form_errors(exc: ServiceError, fields: dict[str, str] | None = None) -> dict[str, str]:

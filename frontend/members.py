@@ -9,17 +9,18 @@ the signed-in role cannot use.
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods, require_POST
 
 from control_plane.access import policy
+from control_plane.accounts import services as accounts
+from control_plane.accounts.models import Invitation
 from control_plane.core.errors import InvalidInput, ServiceError
 from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Membership, Role
-from frontend.console import Page, form_errors, member_view
+from frontend.console import Page, base_url, form_errors, member_view
 
 NEEDS = policy.MEMBERSHIP_NEEDS
 
@@ -46,8 +47,9 @@ def find_user(identifier: str) -> AbstractBaseUser:
     except InvalidInput:
         if "@" not in identifier:
             raise
-    # Emails are not unique in Django's user model: only an unambiguous one names a user.
-    matches = list(get_user_model().objects.filter(email__iexact=identifier)[:2])
+    # Emails are not unique in Django's user model: only an unambiguous, proven one names
+    # a user (anyone can sign up with an address; only its owner can confirm it).
+    matches = accounts.users_with_email(identifier)[:2]
     if len(matches) == 1:
         return matches[0]
     if matches:
@@ -58,9 +60,19 @@ def find_user(identifier: str) -> AbstractBaseUser:
 
 
 def _render(
-    page: Page, form: dict[str, str] | None = None, errors: dict[str, str] | None = None
+    page: Page,
+    form: dict[str, str] | None = None,
+    errors: dict[str, str] | None = None,
+    invite: dict[str, str] | None = None,
+    invite_errors: dict[str, str] | None = None,
 ) -> HttpResponse:
     memberships = Membership.objects.filter(tenant=page.tenant).select_related("user")
+    may_add = page.may(NEEDS["create"])
+    invitations = (
+        [i for i in Invitation.objects.filter(tenant=page.tenant)[:50] if i.status == "pending"]
+        if may_add
+        else []
+    )
     rows = [
         {"membership": m, "manageable": _may_manage(page, m), "is_you": m.user == page.request.user}
         for m in memberships.order_by("user__username")
@@ -70,11 +82,14 @@ def _render(
         {
             "members": rows,
             "roles": _grantable(page),
-            "may_add": page.may(NEEDS["create"]),
+            "may_add": may_add,
             "form": form or {"username": "", "role": Role.VIEWER},
             "errors": errors or {},
+            "invitations": invitations,
+            "invite": invite or {"email": "", "role": Role.DEVELOPER},
+            "invite_errors": invite_errors or {},
         },
-        status=400 if errors else 200,
+        status=400 if errors or invite_errors else 200,
     )
 
 
@@ -108,6 +123,8 @@ def member_add(page: Page) -> HttpResponse:
         found: AbstractBaseUser | None = find_user(form["username"])
     except InvalidInput:
         found = None
+    if found is not None and not accounts.is_verified(found):
+        found = None  # an address nobody proved is no one's yet
     try:
         tenancy_services.add_member_quietly(page.actor, page.tenant, user=found, role=form["role"])
     except ServiceError as exc:  # the role, or the caller's right to grant it
@@ -149,4 +166,33 @@ def member_remove(page: Page, pk: int) -> HttpResponse:
     )
     if removed and membership.user == page.request.user:
         return redirect("frontend:home")  # no longer a member: this tenant is gone for them
+    return _back(page)
+
+
+@require_POST
+@member_view("members", role=NEEDS["create"].role)
+def invitation_create(page: Page) -> HttpResponse:
+    invite = {k: page.request.POST.get(k, "").strip() for k in ("email", "role")}
+    try:
+        accounts.invite(
+            page.actor,
+            page.tenant,
+            email=invite["email"],
+            role=invite["role"],
+            base_url=base_url(page.request),
+        )
+    except ServiceError as exc:
+        return _render(page, invite=invite, invite_errors=form_errors(exc))
+    messages.success(page.request, f"Invitation sent to {invite['email'].lower()}.")
+    return _back(page)
+
+
+@require_POST
+@member_view("members", role=NEEDS["create"].role)
+def invitation_revoke(page: Page, pk: int) -> HttpResponse:
+    invitation = page.owned(Invitation.objects.all(), "invitation", pk=pk)
+    page.act(
+        lambda: accounts.revoke_invitation(page.actor, invitation),
+        f"The invitation to {invitation.email} was withdrawn.",
+    )
     return _back(page)

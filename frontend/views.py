@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import get_user_model, login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
 
+from control_plane.accounts import mail, two_factor
+from control_plane.accounts import services as accounts
 from control_plane.core import ratelimit
 from control_plane.core.http import client_ip
 from control_plane.tenancy.models import Membership
@@ -16,20 +24,101 @@ LOGIN_SCOPE = "console_login"
 
 
 class LoginView(auth_views.LoginView):
-    """Django's login, with failed attempts limited per client address."""
+    """Django's login by username or e-mail, with failed attempts limited per client
+    address and per account (a lockout that a password reset lifts)."""
 
     template_name = "frontend/login.html"
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {
+            **super().get_context_data(**kwargs),
+            "signup_enabled": settings.MILLRACE_SIGNUP_ENABLED,
+            "prefill": self.request.POST.get("username") or self.request.GET.get("username", ""),
+            "lockout_minutes": max(1, settings.MILLRACE_LOGIN_LOCKOUT_SECONDS // 60),
+        }
 
     def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
         ip = client_ip(request)
         if ratelimit.is_blocked(LOGIN_SCOPE, ip):
             messages.error(request, "Too many failed sign-in attempts. Wait a minute.")
             return self.render_to_response(self.get_context_data(), status=429)
-        response = super().post(request, *args, **kwargs)
-        if not request.user.is_authenticated:
+        identifier = request.POST.get("username", "")
+        if identifier and accounts.login_locked(identifier):
             ratelimit.record_failure(LOGIN_SCOPE, ip)
+            return self.render_to_response(self.get_context_data(locked=True), status=429)
+        response = super().post(request, *args, **kwargs)
+        if request.user.is_authenticated or two_factor_pending(request):
+            accounts.clear_login_failures(identifier)
+        else:
+            ratelimit.record_failure(LOGIN_SCOPE, ip)
+            if identifier:
+                accounts.record_login_failure(identifier)
         return response
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        """The password is right: signed in, or, with two-factor on, asked for a code
+        next (nothing of the account is reachable until it is given)."""
+        user = form.get_user()
+        if not two_factor.is_enabled(user):
+            return super().form_valid(form)
+        self.request.session.cycle_key()
+        self.request.session[PENDING] = {
+            "user": user.pk,
+            "backend": user.backend,
+            "at": time.time(),
+            "next": self.get_success_url(),
+            "tries": 0,
+        }
+        return redirect("frontend:login-code")
+
+
+PENDING = "millrace_two_factor_pending"
+PENDING_SECONDS = 300
+CODE_TRIES = 5
+
+
+def two_factor_pending(request: HttpRequest) -> dict[str, Any] | None:
+    pending = request.session.get(PENDING)
+    if not isinstance(pending, dict) or time.time() - pending["at"] > PENDING_SECONDS:
+        return None
+    return pending
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+def login_code(request: HttpRequest) -> HttpResponse:
+    """The second step of signing in with two-factor on: a code from the app, or a
+    recovery code. Wrong codes count toward the account's lockout; after a few, or after
+    five minutes, it starts again from the password."""
+    pending = two_factor_pending(request)
+    user = get_user_model().objects.filter(pk=pending["user"]).first() if pending else None
+    if pending is None or user is None:
+        request.session.pop(PENDING, None)
+        messages.error(request, "Sign in again: the sign-in expired.")
+        return redirect("frontend:login")
+    error = None
+    if request.method == "POST":
+        if accounts.login_locked(user.get_username()):
+            request.session.pop(PENDING, None)
+            messages.error(request, "Too many wrong codes. Wait, or reset your password.")
+            return redirect("frontend:login")
+        if two_factor.verify(user, request.POST.get("code", "")):
+            request.session.pop(PENDING, None)
+            login(request, user, backend=pending["backend"])
+            accounts.clear_login_failures(user.get_username(), user.email)
+            return redirect(pending["next"])
+        accounts.record_login_failure(user.get_username())
+        ratelimit.record_failure(LOGIN_SCOPE, client_ip(request))
+        pending["tries"] += 1
+        if pending["tries"] >= CODE_TRIES:
+            request.session.pop(PENDING, None)
+            messages.error(request, "Too many wrong codes. Sign in again.")
+            return redirect("frontend:login")
+        request.session[PENDING] = pending
+        error = "That code is not right. Enter the app's current code, or a recovery code."
+    return render(
+        request, "frontend/login_code.html", {"error": error}, status=400 if error else 200
+    )
 
 
 @login_required
@@ -37,4 +126,17 @@ def home(request: HttpRequest) -> HttpResponse:
     membership = Membership.objects.filter(user=request.user).select_related("tenant").first()
     if membership is not None:
         return redirect("frontend:overview", tenant_slug=membership.tenant.slug)
-    return render(request, "frontend/no_tenant.html")
+    if not accounts.is_verified(request.user):
+        return render(
+            request,
+            "frontend/verify_pending.html",
+            {"dev_mail": settings.DEBUG and mail.uses_outbox()},
+        )
+    return render(
+        request,
+        "frontend/no_tenant.html",
+        {
+            "invitations": accounts.pending_invitations_for(request.user),
+            "may_create": settings.MILLRACE_SIGNUP_ENABLED or request.user.is_staff,
+        },
+    )

@@ -26,7 +26,7 @@ def test_login_page_and_redirect_to_first_tenant(owner):
 def test_bad_login_stays_on_page(owner):
     response = Client().post("/login/", {"username": "olivia", "password": "wrong"})
     assert response.status_code == 200
-    assert "didn't match" in response.content.decode()
+    assert "did not match" in response.content.decode()
 
 
 def test_topic_list_shows_only_this_tenant(owner, tenant_a, tenant_b, outsider):

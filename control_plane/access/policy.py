@@ -44,6 +44,14 @@ MEMBERSHIP_NEEDS = {
     "destroy": Need(ADMIN, None),
 }
 
+# Invitations by e-mail (Step 15): the member managers' business; not for API keys.
+INVITATION_NEEDS = {
+    "list": Need(ADMIN, None),
+    "retrieve": Need(ADMIN, None),
+    "create": Need(ADMIN, None),
+    "destroy": Need(ADMIN, None),
+}
+
 TOPIC_NEEDS = {
     "list": Need(VIEWER, Operation.DESCRIBE, TOPIC),
     "retrieve": Need(VIEWER, Operation.DESCRIBE, TOPIC),

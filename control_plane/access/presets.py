@@ -32,7 +32,7 @@ from django.db import transaction
 from control_plane.access import services
 from control_plane.access.models import Acl, ServiceAccount
 from control_plane.core.actor import Actor
-from control_plane.core.errors import InvalidInput
+from control_plane.core.errors import AlreadyExists, InvalidInput
 from control_plane.tenancy.models import Tenant
 from data_plane.acl import CLUSTER_RESOURCE_NAME, Operation, PatternType, ResourceType
 
@@ -159,7 +159,9 @@ def parse(data: Any, prefix: str = "acl_preset") -> Preset:
 
 
 def grant(actor: Actor, tenant: Tenant, sa: ServiceAccount, preset: Preset) -> list[Acl]:
-    """Write the preset's ACLs for ``sa`` (all or none)."""
+    """Write the preset's ACLs for ``sa`` (all or none); rights it holds already (another
+    preset's, say) are kept as they are, as Kafka's tools treat adding an ACL that
+    exists. The ACLs written are returned."""
     rights = PRESETS[preset.name].rights
     made = []
     with transaction.atomic():
@@ -186,6 +188,8 @@ def grant(actor: Actor, tenant: Tenant, sa: ServiceAccount, preset: Preset) -> l
                         permission="allow",
                     )
                 )
+            except AlreadyExists:
+                continue
             except InvalidInput as exc:
                 # Name the preset's field, not the ACL's, so forms show it in the right place.
                 field = {GROUP: "group", TXN: "transactional_id"}.get(rtype, "topic")

@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.access.presets import PATTERNS, PRESET_CHOICES
+from control_plane.accounts.models import Invitation, InvitationStatus
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog.client_versions import api_name
 from control_plane.catalog.models import ClientVersion, Partition, Topic
@@ -120,6 +121,31 @@ class MembershipCreateSerializer(serializers.Serializer):
 
 class MembershipUpdateSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=Role.choices)
+
+
+class InvitationSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    email = serializers.EmailField(read_only=True)
+    role = serializers.ChoiceField(choices=Role.choices, read_only=True)
+    status = serializers.ChoiceField(choices=InvitationStatus.choices, read_only=True)
+    invited_by = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField(read_only=True)
+    expires_at = serializers.DateTimeField(read_only=True)
+    accepted_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    revoked_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+    def get_invited_by(self, invitation: Invitation) -> str | None:
+        user = invitation.invited_by
+        return user.get_username() if user is not None else None
+
+
+class InvitationCreateSerializer(serializers.Serializer):
+    email = serializers.CharField(max_length=254)
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class InvitationAcceptSerializer(serializers.Serializer):
+    token = serializers.CharField(max_length=200, help_text="the token in the mailed link")
 
 
 # --- topics -----------------------------------------------------------------------------
@@ -539,6 +565,11 @@ class AuditEventSerializer(serializers.ModelSerializer):
 class LoginSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=4096, trim_whitespace=False)
+    otp = serializers.CharField(
+        max_length=64,
+        required=False,
+        help_text="for an account with two-factor sign-in: the app's code or a recovery code",
+    )
 
 
 class MeSerializer(serializers.Serializer):

@@ -12,6 +12,7 @@ TENANT = r"tenants/(?P<tenant_slug>[a-z0-9-]+)"
 router = SimpleRouter()
 router.register("tenants", views.TenantViewSet, basename="tenant")
 router.register(f"{TENANT}/members", views.MembershipViewSet, basename="member")
+router.register(f"{TENANT}/invitations", views.InvitationViewSet, basename="invitation")
 router.register(f"{TENANT}/topics", views.TopicViewSet, basename="topic")
 router.register(
     f"{TENANT}/service-accounts", views.ServiceAccountViewSet, basename="service-account"
@@ -33,6 +34,7 @@ urlpatterns = [
     path("auth/login/", views.LoginView.as_view(), name="login"),
     path("auth/logout/", views.LogoutView.as_view(), name="logout"),
     path("auth/me/", views.MeView.as_view(), name="me"),
+    path("invitations/accept/", views.InvitationAcceptView.as_view(), name="invitation-accept"),
     path("cluster/rebalance/", cluster.RebalanceView.as_view(), name="cluster-rebalance"),
     # The data API (control_plane.streams): records over HTTP.
     re_path(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import authenticate, login, logout
 from django.db.models import Sum
 from django.utils import timezone
@@ -19,6 +20,9 @@ from control_plane.access import policy, presets
 from control_plane.access import services as access_services
 from control_plane.access.caller import request_actor
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
+from control_plane.accounts import services as accounts
+from control_plane.accounts import two_factor
+from control_plane.accounts.models import Invitation
 from control_plane.api import serializers as s
 from control_plane.api.authentication import Throttled
 from control_plane.api.base import TenantScopedViewSet
@@ -101,8 +105,16 @@ class TenantViewSet(
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         actor = request_actor(request)
-        if actor.api_key is not None or not actor.is_staff:
-            raise exceptions.PermissionDenied("only operators (staff) can create tenants")
+        if actor.api_key is not None:
+            raise exceptions.PermissionDenied("API keys cannot create tenants")
+        if not actor.is_staff:
+            # A person's own tenant (Step 15): default limits, the caller as its owner.
+            if data.pop("owner", None) is not None or set(data) - {"slug", "name"}:
+                raise exceptions.PermissionDenied(
+                    "only operators (staff) name another owner or set limits"
+                )
+            tenant = accounts.create_tenant(actor, slug=data["slug"], name=data["name"])
+            return Response(self._render(tenant), status=status.HTTP_201_CREATED)
         owner_name = data.pop("owner", None)
         owner = tenancy_services.find_user(owner_name, field="owner") if owner_name else actor.user
         tenant = tenancy_services.create_tenant(
@@ -176,6 +188,8 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
             user = tenancy_services.find_user(serializer.validated_data["username"])
         except InvalidInput:
             user = None
+        if user is not None and not accounts.is_verified(user):
+            user = None  # an address nobody proved is no one's yet
         tenancy_services.add_member_quietly(self.actor, self.access.tenant, user=user, role=role)
         return Response(
             {"detail": tenancy_services.NEUTRAL_ADD_MESSAGE}, status=status.HTTP_202_ACCEPTED
@@ -193,6 +207,67 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
         tenancy_services.remove_member(self.actor, self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- invitations --------------------------------------------------------------------------
+
+
+@tenant_scoped
+@extend_schema_view(
+    create=extend_schema(
+        request=s.InvitationCreateSerializer, responses={201: s.InvitationSerializer}
+    ),
+    destroy=extend_schema(
+        responses={200: s.InvitationSerializer},
+        description="Withdraws the invitation (its link stops working); the record stays.",
+    ),
+)
+class InvitationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """Invitations by e-mail to join the tenant with a role: admins invite up to admin,
+    owners any role. The link goes only to the address; the API never shows it."""
+
+    lookup_value_regex = r"[0-9]+"
+    queryset = Invitation.objects.select_related("invited_by")
+    serializer_class = s.InvitationSerializer
+    http_method_names = ["get", "post", "delete", "head", "options"]
+    needs = policy.INVITATION_NEEDS
+
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        serializer = s.InvitationCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        invited = accounts.invite(
+            self.actor,
+            self.access.tenant,
+            email=serializer.validated_data["email"],
+            role=serializer.validated_data["role"],
+            base_url=settings.MILLRACE_PUBLIC_URL or request.build_absolute_uri("/"),
+        )
+        return Response(
+            s.InvitationSerializer(invited.invitation).data, status=status.HTTP_201_CREATED
+        )
+
+    def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        invitation = accounts.revoke_invitation(self.actor, self.get_object())
+        return Response(s.InvitationSerializer(invitation).data)
+
+
+class InvitationAcceptView(APIView):
+    """The signed-in person accepts an invitation mailed to their proven address."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(request=s.InvitationAcceptSerializer, responses={201: s.MembershipSerializer})
+    def post(self, request: Request) -> Response:
+        actor = request_actor(request)
+        if actor.api_key is not None:
+            raise exceptions.PermissionDenied("API keys cannot accept invitations")
+        serializer = s.InvitationAcceptSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        membership = accounts.accept_invitation(actor, serializer.validated_data["token"])
+        return Response(
+            s.MembershipSerializer(membership, context={"request": request}).data,
+            status=status.HTTP_201_CREATED,
+        )
 
 
 # --- topics -------------------------------------------------------------------------------
@@ -600,10 +675,28 @@ class LoginView(APIView):
             raise Throttled(wait=ratelimit.retry_after_seconds())
         serializer = s.LoginSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        user = authenticate(request._request, **serializer.validated_data)
+        data = dict(serializer.validated_data)
+        otp = data.pop("otp", "")
+        name = data["username"]
+        if accounts.login_locked(name):
+            ratelimit.record_failure(LOGIN_SCOPE, ip)
+            raise exceptions.AuthenticationFailed(
+                "too many wrong passwords or codes for this account; wait, or reset the password"
+            )
+        user = authenticate(request._request, **data)
+        if user is not None and two_factor.is_enabled(user):
+            if not otp:  # the password was right; say what else is needed
+                raise exceptions.AuthenticationFailed(
+                    "this account has two-factor sign-in: send the app's code as otp",
+                    code="otp_required",
+                )
+            if not two_factor.verify(user, otp):
+                user = None
         if user is None:
             ratelimit.record_failure(LOGIN_SCOPE, ip)
-            raise exceptions.AuthenticationFailed("invalid username or password")
+            accounts.record_login_failure(name)
+            raise exceptions.AuthenticationFailed("invalid username, password or code")
+        accounts.clear_login_failures(name)
         login(request._request, user)
         return Response(_me(request, user))
 

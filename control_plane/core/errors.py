@@ -58,7 +58,7 @@ class NotFound(ServiceError):
 
 
 class Unavailable(ServiceError):
-    """A dependency the request needs (the brokers) cannot answer right now."""
+    """A dependency the request needs (the brokers, the mail server) cannot answer right now."""
 
     status = 503
     code = "unavailable"

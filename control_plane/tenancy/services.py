@@ -79,6 +79,27 @@ def create_tenant(
     """Create a tenant (operators only); ``owner`` becomes its first owner."""
     if actor.api_key is not None or (actor.user is not None and not actor.is_staff):
         raise NotPermitted("only operators (staff) can create tenants")
+    return _create_tenant(actor, slug=slug, name=name, owner=owner, limits=limits)
+
+
+@transaction.atomic
+def create_own_tenant(actor: Actor, *, slug: str, name: str) -> Tenant:
+    """A signed-in person creates a tenant with the deployment's default limits and
+    becomes its owner. Who may, and how many, is the caller's to check (the accounts
+    app: a verified address, within the plan)."""
+    if actor.api_key is not None or actor.user is None:
+        raise NotPermitted("only a signed-in person can create a tenant of their own")
+    return _create_tenant(actor, slug=slug, name=name, owner=actor.user, limits=None)
+
+
+def _create_tenant(
+    actor: Actor,
+    *,
+    slug: str,
+    name: str,
+    owner: AbstractBaseUser | None,
+    limits: dict[str, int | None] | None,
+) -> Tenant:
     try:
         SLUG_VALIDATOR(slug)
     except ValidationError as exc:
@@ -148,6 +169,13 @@ def update_tenant(
         after=tenant_snapshot(tenant),
     )
     return tenant
+
+
+def check_may_manage(actor: Actor, tenant: Tenant, *, role: str) -> None:
+    """NotPermitted unless ``actor`` may grant ``role`` in the tenant (InvalidInput for
+    an unknown role): admins up to admin, owners any role."""
+    _validate_role(role)
+    _actor_may_manage(actor, tenant, target_role=role)
 
 
 def _actor_may_manage(actor: Actor, tenant: Tenant, *, target_role: str) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from control_plane.access import services as access_services
 from control_plane.catalog import services as catalog_services
+from control_plane.tenancy.models import Tenant
 from tests.conftest import SYSTEM, session_client
 
 T = "/api/v1/tenants/acme"
@@ -31,6 +32,7 @@ MUTATIONS = [
         "admin",
     ),
     ("post", f"{T}/members/", {"username": "newbie", "role": "viewer"}, "admin"),
+    ("post", f"{T}/invitations/", {"email": "new@example.com", "role": "viewer"}, "admin"),
     ("delete", f"{T}/service-accounts/app/", None, "admin"),
 ]
 READS = [
@@ -43,6 +45,7 @@ READS = [
     (f"{T}/acls/", "viewer"),
     (f"{T}/members/", "viewer"),
     (f"{T}/audit-events/", "admin"),
+    (f"{T}/invitations/", "admin"),
     (f"{T}/client-quotas/", "viewer"),
 ]
 RANK = ["viewer", "developer", "admin", "owner"]
@@ -175,13 +178,22 @@ def test_tenant_create_does_not_reveal_usernames_to_non_staff(world):
         assert response.status_code == 403
 
 
-def test_only_staff_create_tenants(world, operator):
+def test_operators_create_any_tenant_and_people_their_own(world, operator, tenant_a, make_key):
     body = {"slug": "initech", "name": "Initech"}
-    assert (
-        session_client(world["owner"]).post("/api/v1/tenants/", body, format="json").status_code
-        == 403
+    person = session_client(world["developer"])
+    # Only operators name another owner or set limits.
+    for extra in ({"owner": "olivia"}, {"max_partitions": 5}):
+        response = person.post("/api/v1/tenants/", {**body, **extra}, format="json")
+        assert response.status_code == 403, response.content
+    keyed, _, _ = make_key(tenant_a, [("cluster", "literal", "kafka-cluster", "all")])
+    assert keyed.post("/api/v1/tenants/", body, format="json").status_code == 403
+    assert not Tenant.objects.filter(slug="initech").exists()
+    # A person (here made by an operator: vouched for) creates one and owns it.
+    response = person.post("/api/v1/tenants/", body, format="json")
+    assert response.status_code == 201 and response.json()["role"] == "owner"
+    response = session_client(operator).post(
+        "/api/v1/tenants/", {"slug": "hooli", "name": "Hooli", "max_partitions": 5}, format="json"
     )
-    response = session_client(operator).post("/api/v1/tenants/", body, format="json")
     assert response.status_code == 201
     assert response.json()["role"] == "owner"  # the creating operator becomes its owner
 
