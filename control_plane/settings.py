@@ -293,6 +293,12 @@ MILLRACE_INVITATION_DAYS = envint("MILLRACE_INVITATION_DAYS", 7, minimum=1)
 # Wrong passwords for one account (from any address) before sign-in is refused for a while.
 MILLRACE_LOGIN_LOCKOUT_FAILURES = envint("MILLRACE_LOGIN_LOCKOUT_FAILURES", 10, minimum=1)
 MILLRACE_LOGIN_LOCKOUT_SECONDS = envint("MILLRACE_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# Single sign-on with one OpenID Connect provider (docs/accounts.md).
+MILLRACE_OIDC_ISSUER = envstr("MILLRACE_OIDC_ISSUER") or ""
+MILLRACE_OIDC_CLIENT_ID = envstr("MILLRACE_OIDC_CLIENT_ID") or ""
+MILLRACE_OIDC_CLIENT_SECRET = envsecret("MILLRACE_OIDC_CLIENT_SECRET") or ""
+MILLRACE_OIDC_SCOPES = envstr("MILLRACE_OIDC_SCOPES") or "openid email profile"
+MILLRACE_OIDC_NAME = envstr("MILLRACE_OIDC_NAME") or "single sign-on"
 # The name authenticator apps show beside a person's two-factor codes.
 MILLRACE_TOTP_ISSUER = envstr("MILLRACE_TOTP_ISSUER") or "Millrace"
 # Verification and password-reset links work this long (Django's setting).
@@ -465,6 +471,7 @@ MILLRACE_LAG_HISTORY_HOURS = envint("MILLRACE_LAG_HISTORY_HOURS", 24, minimum=1)
 # --- REST API -----------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "control_plane.api.authentication.PersonalTokenAuthentication",
         "control_plane.api.authentication.ApiKeyAuthentication",
         "control_plane.api.authentication.CsrfSessionAuthentication",
     ],

@@ -19,11 +19,11 @@ from django.urls import reverse, reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
-from control_plane.accounts import mail, two_factor
+from control_plane.accounts import mail, tokens_api, two_factor
 from control_plane.accounts import services as accounts
-from control_plane.accounts.models import OutboxMail
+from control_plane.accounts.models import OutboxMail, PersonalToken
 from control_plane.core.actor import Actor
-from control_plane.core.errors import ServiceError
+from control_plane.core.errors import InvalidInput, ServiceError
 from control_plane.core.http import client_ip
 from frontend.console import base_url, form_errors
 
@@ -112,9 +112,49 @@ def account(request: HttpRequest) -> HttpResponse:
             "verified": accounts.is_verified(request.user),
             "two_factor": two_factor.is_enabled(request.user),
             "codes_left": two_factor.recovery_codes_left(request.user),
+            "tokens": PersonalToken.objects.filter(user=request.user)[:50],
             "section": "account",
         },
     )
+
+
+@require_POST
+@login_required
+def token_create(request: HttpRequest) -> HttpResponse:
+    days = request.POST.get("expires_in_days", "").strip()
+    try:
+        if days and not days.isdigit():
+            raise InvalidInput("a whole number of days, or empty", field="expires_in_days")
+        created = tokens_api.create(
+            _actor(request),
+            name=request.POST.get("name", ""),
+            expires_in_days=int(days) if days else None,
+        )
+    except ServiceError as exc:
+        messages.error(request, f"No token made: {exc.message}.")
+        return redirect("frontend:account")
+    response = render(
+        request,
+        "frontend/token_created.html",
+        {"token": created.token, "text": created.text, "section": "account"},
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@login_required
+def token_revoke(request: HttpRequest, token_id: str) -> HttpResponse:
+    token = PersonalToken.objects.filter(user=request.user, token_id=token_id).first()
+    if token is None:
+        raise Http404("no such token")
+    try:
+        tokens_api.revoke(_actor(request), token)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Token {token.name} revoked.")
+    return redirect("frontend:account")
 
 
 SETUP = "millrace_two_factor_setup"

@@ -86,6 +86,9 @@ def _render(
             "form": form or {"username": "", "role": Role.VIEWER},
             "errors": errors or {},
             "invitations": invitations,
+            "heirs": [row["membership"] for row in rows if not row["is_you"]]
+            if page.role == Role.OWNER
+            else [],
             "invite": invite or {"email": "", "role": Role.DEVELOPER},
             "invite_errors": invite_errors or {},
         },
@@ -196,3 +199,28 @@ def invitation_revoke(page: Page, pk: int) -> HttpResponse:
         f"The invitation to {invitation.email} was withdrawn.",
     )
     return _back(page)
+
+
+@require_POST
+@member_view("members", role=Role.OWNER)
+def transfer_ownership(page: Page) -> HttpResponse:
+    pk = page.request.POST.get("member", "")
+    membership = _membership(page, int(pk)) if pk.isdigit() else None
+    if membership is None:
+        messages.error(page.request, "Choose the member who becomes the owner.")
+        return _back(page)
+    page.act(
+        lambda: tenancy_services.transfer_ownership(page.actor, page.tenant, to=membership),
+        f"{membership.user.get_username()} owns {page.tenant.name} now; you are an admin.",
+    )
+    return _back(page)
+
+
+@require_POST
+@member_view("members")
+def leave(page: Page) -> HttpResponse:
+    left = page.act(
+        lambda: tenancy_services.leave(page.actor, page.tenant),
+        f"You left {page.tenant.name}.",
+    )
+    return redirect("frontend:home") if left else _back(page)

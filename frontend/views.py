@@ -10,15 +10,18 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model, login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
-from control_plane.accounts import mail, two_factor
+from control_plane.accounts import mail, oidc, two_factor
 from control_plane.accounts import services as accounts
 from control_plane.core import ratelimit
 from control_plane.core.http import client_ip
 from control_plane.tenancy.models import Membership
+from frontend.console import base_url
 
 LOGIN_SCOPE = "console_login"
 
@@ -34,6 +37,7 @@ class LoginView(auth_views.LoginView):
         return {
             **super().get_context_data(**kwargs),
             "signup_enabled": settings.MILLRACE_SIGNUP_ENABLED,
+            "sso": oidc.provider_name() if oidc.configured() else None,
             "prefill": self.request.POST.get("username") or self.request.GET.get("username", ""),
             "lockout_minutes": max(1, settings.MILLRACE_LOGIN_LOCKOUT_SECONDS // 60),
         }
@@ -62,20 +66,25 @@ class LoginView(auth_views.LoginView):
         user = form.get_user()
         if not two_factor.is_enabled(user):
             return super().form_valid(form)
-        self.request.session.cycle_key()
-        self.request.session[PENDING] = {
-            "user": user.pk,
-            "backend": user.backend,
-            "at": time.time(),
-            "next": self.get_success_url(),
-            "tries": 0,
-        }
-        return redirect("frontend:login-code")
+        return ask_for_code(self.request, user, user.backend, self.get_success_url())
 
 
 PENDING = "millrace_two_factor_pending"
 PENDING_SECONDS = 300
 CODE_TRIES = 5
+
+
+def ask_for_code(request: HttpRequest, user: Any, backend: str, next_url: str) -> HttpResponse:
+    """The first factor is proven: remember who, and ask for the second."""
+    request.session.cycle_key()
+    request.session[PENDING] = {
+        "user": user.pk,
+        "backend": backend,
+        "at": time.time(),
+        "next": next_url,
+        "tries": 0,
+    }
+    return redirect("frontend:login-code")
 
 
 def two_factor_pending(request: HttpRequest) -> dict[str, Any] | None:
@@ -119,6 +128,47 @@ def login_code(request: HttpRequest) -> HttpResponse:
     return render(
         request, "frontend/login_code.html", {"error": error}, status=400 if error else 200
     )
+
+
+def _sso_redirect_uri(request: HttpRequest) -> str:
+    return base_url(request).rstrip("/") + reverse("frontend:login-sso-callback")
+
+
+def login_sso(request: HttpRequest) -> HttpResponse:
+    """Off to the OpenID Connect provider (``MILLRACE_OIDC_*``)."""
+    if not oidc.configured():
+        raise Http404("single sign-on is not configured")
+    wanted = request.GET.get("next", "")
+    safe = url_has_allowed_host_and_scheme(wanted, {request.get_host()}, request.is_secure())
+    try:
+        target = oidc.begin(request.session, _sso_redirect_uri(request), wanted if safe else "")
+    except oidc.OidcError as exc:
+        messages.error(request, f"Single sign-on did not work: {exc}.")
+        return redirect("frontend:login")
+    return redirect(target)
+
+
+def login_sso_callback(request: HttpRequest) -> HttpResponse:
+    """Back from the provider: the verified token's address names the account."""
+    if not oidc.configured():
+        raise Http404("single sign-on is not configured")
+    try:
+        claims, next_url = oidc.complete(
+            request.session, request.GET.dict(), _sso_redirect_uri(request)
+        )
+        user = oidc.user_for(claims)
+    except oidc.OidcError as exc:
+        messages.error(request, f"Single sign-on did not work: {exc}.")
+        return redirect("frontend:login")
+    backend = settings.AUTHENTICATION_BACKENDS[0]
+    if not user.is_active:
+        messages.error(request, "This account is disabled.")
+        return redirect("frontend:login")
+    next_url = next_url or reverse("frontend:home")
+    if two_factor.is_enabled(user):
+        return ask_for_code(request, user, backend, next_url)
+    login(request, user, backend=backend)
+    return redirect(next_url)
 
 
 @login_required

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from control_plane.tenancy.models import Role
 from data_plane.acl import Operation, ResourceType
 
-VIEWER, DEVELOPER, ADMIN = Role.VIEWER, Role.DEVELOPER, Role.ADMIN
+VIEWER, DEVELOPER, ADMIN, OWNER = Role.VIEWER, Role.DEVELOPER, Role.ADMIN, Role.OWNER
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP
 
@@ -42,6 +42,7 @@ MEMBERSHIP_NEEDS = {
     "create": Need(ADMIN, None),
     "partial_update": Need(ADMIN, None),
     "destroy": Need(ADMIN, None),
+    "transfer_ownership": Need(OWNER, None),
 }
 
 # Invitations by e-mail (Step 15): the member managers' business; not for API keys.

@@ -135,3 +135,34 @@ class RecoveryCode(models.Model):
 
     def __str__(self) -> str:
         return f"recovery code of {self.user} ({'used' if self.used_at else 'unused'})"
+
+
+class PersonalToken(models.Model):
+    """A person's token for the admin REST API (``Authorization: Bearer mrpat_…``): it
+    acts as that person, with their roles, until it expires or is revoked. Only a
+    SHA-256 of its secret part is kept; the whole token is shown once."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="personal_tokens"
+    )
+    name = models.CharField(max_length=100)
+    token_id = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.token_id}) of {self.user}"
+
+    @property
+    def state(self) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"

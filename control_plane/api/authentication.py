@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import Any
 
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
@@ -17,6 +18,8 @@ from rest_framework.request import Request
 
 from control_plane.access.models import ApiKey
 from control_plane.access.services import KeyRejected, authenticate_api_key
+from control_plane.accounts import tokens_api
+from control_plane.accounts.models import PersonalToken
 from control_plane.core import ratelimit
 from control_plane.core.http import client_ip
 
@@ -67,11 +70,35 @@ def _parse(header: str) -> tuple[str, str] | None:
     return key_id, secret
 
 
+class PersonalTokenAuthentication(BaseAuthentication):
+    """``Authorization: Bearer mrpat_…``: a person's own token; the request acts as them
+    (``request.auth`` is the :class:`~control_plane.accounts.models.PersonalToken`)."""
+
+    def authenticate(self, request: Request) -> tuple[Any, PersonalToken] | None:
+        scheme, _, credentials = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+        credentials = credentials.strip()
+        if scheme.lower() != "bearer" or not credentials.startswith(tokens_api.PREFIX):
+            return None
+        ip = client_ip(request._request)
+        if ratelimit.is_blocked(RATE_SCOPE, ip):
+            raise Throttled(wait=ratelimit.retry_after_seconds())
+        try:
+            return tokens_api.authenticate(credentials)
+        except tokens_api.TokenRejected as exc:
+            ratelimit.record_failure(RATE_SCOPE, ip)
+            raise exceptions.AuthenticationFailed(exc.reason) from None
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="millrace"'
+
+
 class ApiKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[ApiKeyUser, ApiKey] | None:
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if not header:
             return None
+        if header.partition(" ")[2].strip().startswith(tokens_api.PREFIX):
+            return None  # a personal token (PersonalTokenAuthentication)
         parsed = _parse(header)
         if parsed is None:
             return None

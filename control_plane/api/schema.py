@@ -25,6 +25,16 @@ class ApiKeyBasicScheme(OpenApiAuthenticationExtension):
         ]
 
 
+class PersonalTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "control_plane.api.authentication.PersonalTokenAuthentication"
+    name = "personalToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return build_bearer_security_scheme_object(  # type: ignore[no-any-return]
+            header_name="Authorization", token_prefix="Bearer", bearer_format="mrpat_…"
+        )
+
+
 class ConsoleSessionScheme(OpenApiAuthenticationExtension):
     target_class = "control_plane.api.authentication.CsrfSessionAuthentication"
     name = "consoleSession"

@@ -139,6 +139,25 @@ class InvitationSerializer(serializers.Serializer):
         return user.get_username() if user is not None else None
 
 
+class PersonalTokenSerializer(serializers.Serializer):
+    token_id = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    state = serializers.CharField(read_only=True, help_text="active, expired or revoked")
+    created_at = serializers.DateTimeField(read_only=True)
+    expires_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    last_used_at = serializers.DateTimeField(read_only=True, allow_null=True)
+    revoked_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+
+class PersonalTokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    expires_in_days = serializers.IntegerField(required=False, allow_null=True)
+
+
+class PersonalTokenCreatedSerializer(PersonalTokenSerializer):
+    token = serializers.CharField(read_only=True, help_text="shown in this answer only")
+
+
 class InvitationCreateSerializer(serializers.Serializer):
     email = serializers.CharField(max_length=254)
     role = serializers.ChoiceField(choices=Role.choices)

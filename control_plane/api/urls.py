@@ -35,6 +35,8 @@ urlpatterns = [
     path("auth/logout/", views.LogoutView.as_view(), name="logout"),
     path("auth/me/", views.MeView.as_view(), name="me"),
     path("invitations/accept/", views.InvitationAcceptView.as_view(), name="invitation-accept"),
+    path("auth/tokens/", views.PersonalTokensView.as_view(), name="personal-tokens"),
+    path("auth/tokens/<str:token_id>/", views.PersonalTokenView.as_view(), name="personal-token"),
     path("cluster/rebalance/", cluster.RebalanceView.as_view(), name="cluster-rebalance"),
     # The data API (control_plane.streams): records over HTTP.
     re_path(

@@ -21,8 +21,8 @@ from control_plane.access import services as access_services
 from control_plane.access.caller import request_actor
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.accounts import services as accounts
-from control_plane.accounts import two_factor
-from control_plane.accounts.models import Invitation
+from control_plane.accounts import tokens_api, two_factor
+from control_plane.accounts.models import Invitation, PersonalToken
 from control_plane.api import serializers as s
 from control_plane.api.authentication import Throttled
 from control_plane.api.base import TenantScopedViewSet
@@ -38,6 +38,7 @@ from control_plane.audit.models import AuditEvent
 from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import ClientVersion, Topic
 from control_plane.core import ratelimit
+from control_plane.core.actor import Actor
 from control_plane.core.errors import InvalidInput
 from control_plane.core.http import client_ip
 from control_plane.groups import lag as group_lag
@@ -136,6 +137,22 @@ class TenantViewSet(
         tenant = tenancy_services.update_tenant(actor, tenant, name=name, limits=data)
         return Response(self._render(tenant))
 
+    @extend_schema(
+        request=None,
+        responses={204: None},
+        description="The caller stops being a member (the only owner must transfer first).",
+    )
+    @action(detail=True, methods=["post"])
+    def leave(self, request: Request, slug: str) -> Response:
+        actor = request_actor(request)
+        if actor.api_key is not None:
+            raise exceptions.PermissionDenied("API keys cannot leave tenants")
+        tenant = Membership.objects.filter(user=request.user, tenant__slug=slug).first()
+        if tenant is None:
+            raise exceptions.NotFound(f"tenant {slug!r} not found")
+        tenancy_services.leave(actor, tenant.tenant)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
     def _render(self, tenant: Tenant) -> dict[str, Any]:
         tenant = Tenant.objects.annotate(partitions_in_use=Sum("topics__partition_count")).get(
             pk=tenant.pk
@@ -208,6 +225,18 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
         tenancy_services.remove_member(self.actor, self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
+    @extend_schema(
+        request=None,
+        responses=s.MembershipSerializer,
+        description="The member becomes an owner and the calling owner an admin.",
+    )
+    @action(detail=True, methods=["post"], url_path="transfer-ownership")
+    def transfer_ownership(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        membership = tenancy_services.transfer_ownership(
+            self.actor, self.access.tenant, to=self.get_object()
+        )
+        return Response(s.MembershipSerializer(membership, context={"request": request}).data)
+
 
 # --- invitations --------------------------------------------------------------------------
 
@@ -249,6 +278,57 @@ class InvitationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
         invitation = accounts.revoke_invitation(self.actor, self.get_object())
         return Response(s.InvitationSerializer(invitation).data)
+
+
+class _SessionPersonView(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+
+    def _person(self, request: Request) -> Actor:
+        actor = request_actor(request)
+        if actor.api_key is not None or isinstance(request.auth, PersonalToken):
+            raise exceptions.PermissionDenied(
+                "personal tokens are made and revoked from a signed-in session"
+            )
+        return actor
+
+
+class PersonalTokensView(_SessionPersonView):
+    """The signed-in person's personal API tokens (made and revoked from a session)."""
+
+    @extend_schema(responses=s.PersonalTokenSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        self._person(request)
+        rows = PersonalToken.objects.filter(user=request.user)
+        return Response(s.PersonalTokenSerializer(rows, many=True).data)
+
+    @extend_schema(
+        request=s.PersonalTokenCreateSerializer, responses={201: s.PersonalTokenCreatedSerializer}
+    )
+    def post(self, request: Request) -> Response:
+        actor = self._person(request)
+        serializer = s.PersonalTokenCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        created = tokens_api.create(
+            actor,
+            name=serializer.validated_data["name"],
+            expires_in_days=serializer.validated_data.get("expires_in_days"),
+        )
+        body = {**s.PersonalTokenSerializer(created.token).data, "token": created.text}
+        response = Response(body, status=status.HTTP_201_CREATED)
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+class PersonalTokenView(_SessionPersonView):
+    """Revoke one of the signed-in person's tokens."""
+
+    @extend_schema(request=None, responses=s.PersonalTokenSerializer)
+    def delete(self, request: Request, token_id: str) -> Response:
+        actor = self._person(request)
+        token = PersonalToken.objects.filter(user=request.user, token_id=token_id).first()
+        if token is None:
+            raise exceptions.NotFound("no such token")
+        return Response(s.PersonalTokenSerializer(tokens_api.revoke(actor, token)).data)
 
 
 class InvitationAcceptView(APIView):

@@ -267,6 +267,66 @@ def remove_member(actor: Actor, membership: Membership) -> None:
     membership.delete()
 
 
+@transaction.atomic
+def transfer_ownership(actor: Actor, tenant: Tenant, *, to: Membership) -> Membership:
+    """An owner hands the tenant to another member: they become an owner and the giver
+    an admin, in one step (a tenant is never without an owner)."""
+    if actor.api_key is not None or actor.user is None:
+        raise NotPermitted("only a signed-in owner transfers ownership")
+    giver = Membership.objects.select_for_update().filter(tenant=tenant, user=actor.user).first()
+    if giver is None or giver.role != Role.OWNER:
+        raise NotPermitted("only an owner transfers ownership")
+    to = Membership.objects.select_for_update().select_related("user").get(pk=to.pk)
+    if to.tenant_id != tenant.pk:
+        raise InvalidInput("not a member of this tenant", field="member")
+    if to.pk == giver.pk:
+        raise InvalidInput("you own it already; choose another member", field="member")
+    before = {"from": membership_snapshot(giver), "to": membership_snapshot(to)}
+    to.role = Role.OWNER
+    to.save(update_fields=["role"])
+    giver.role = Role.ADMIN
+    giver.save(update_fields=["role"])
+    record_event(
+        actor,
+        tenant=tenant,
+        action="member.transfer_ownership",
+        object_type="membership",
+        object_id=to.pk,
+        object_repr=to.user.get_username(),
+        before=before,
+        after={"from": membership_snapshot(giver), "to": membership_snapshot(to)},
+    )
+    return to
+
+
+@transaction.atomic
+def leave(actor: Actor, tenant: Tenant) -> None:
+    """The actor stops being a member; the last owner must hand the tenant on first."""
+    if actor.api_key is not None or actor.user is None:
+        raise NotPermitted("only a signed-in member leaves a tenant")
+    membership = (
+        Membership.objects.select_for_update().filter(tenant=tenant, user=actor.user).first()
+    )
+    if membership is None:
+        raise InvalidInput("you are not a member of this tenant")
+    others = Membership.objects.filter(tenant=tenant, role=Role.OWNER).exclude(pk=membership.pk)
+    if membership.role == Role.OWNER and not others.exists():
+        raise InvalidInput(
+            "you are its only owner: transfer ownership to another member first",
+            field="role",
+        )
+    record_event(
+        actor,
+        tenant=tenant,
+        action="member.leave",
+        object_type="membership",
+        object_id=membership.pk,
+        object_repr=actor.user.get_username(),
+        before=membership_snapshot(membership),
+    )
+    membership.delete()
+
+
 # What a tenant admin is told after asking to add someone, whether or not an account with
 # that name exists or is already a member: until invitations that the invitee accepts
 # (Step 15), the answer must not tell which accounts exist.
