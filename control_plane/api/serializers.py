@@ -39,6 +39,9 @@ class TenantSerializer(serializers.ModelSerializer):
             "max_connectors",
             "max_connector_tasks",
             "created_at",
+            "suspended_at",
+            "suspension_reason",
+            "reads_until",
             "role",
             "partitions_in_use",
         ]
@@ -50,6 +53,14 @@ class TenantSerializer(serializers.ModelSerializer):
 
     def get_partitions_in_use(self, tenant: Tenant) -> int:
         return int(getattr(tenant, "partitions_in_use", 0) or 0)
+
+
+class TenantSuspendSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=200, allow_blank=True, default="")
+    read_grace_seconds = serializers.IntegerField(
+        default=72 * 3600,
+        help_text="connections open at the time may read this long (0: closed at once)",
+    )
 
 
 class TenantLimitsMixin(serializers.Serializer):

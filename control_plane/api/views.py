@@ -137,6 +137,26 @@ class TenantViewSet(
         tenant = tenancy_services.update_tenant(actor, tenant, name=name, limits=data)
         return Response(self._render(tenant))
 
+    @extend_schema(request=s.TenantSuspendSerializer, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def suspend(self, request: Request, slug: str) -> Response:
+        """Operators: refuse the tenant's produce and new connections (reads on open
+        connections go on for the grace period); nothing is deleted."""
+        tenant = self.get_object()
+        serializer = s.TenantSuspendSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        tenant = tenancy_services.suspend_tenant(
+            request_actor(request), tenant, **serializer.validated_data
+        )
+        return Response(self._render(tenant))
+
+    @extend_schema(request=None, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, slug: str) -> Response:
+        """Operators: undo a suspension."""
+        tenant = tenancy_services.resume_tenant(request_actor(request), self.get_object())
+        return Response(self._render(tenant))
+
     @extend_schema(
         request=None,
         responses={204: None},

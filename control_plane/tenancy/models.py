@@ -72,6 +72,11 @@ class Tenant(models.Model):
     default_partitions = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)]
     )
+    # Suspended by an operator (docs/accounts.md): produce and new connections are
+    # refused; connections open at the time may read until ``reads_until``.
+    suspended_at = models.DateTimeField(null=True, blank=True)
+    suspension_reason = models.CharField(max_length=200, blank=True)
+    reads_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

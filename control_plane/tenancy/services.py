@@ -4,12 +4,14 @@ changes also reach brokers (``notify_metadata_changed``: their limits are enforc
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from control_plane.audit.services import record_event
 from control_plane.core.actor import Actor
@@ -176,6 +178,71 @@ def check_may_manage(actor: Actor, tenant: Tenant, *, role: str) -> None:
     an unknown role): admins up to admin, owners any role."""
     _validate_role(role)
     _actor_may_manage(actor, tenant, target_role=role)
+
+
+def suspension_snapshot(tenant: Tenant) -> dict[str, Any]:
+    return {
+        "suspended": tenant.suspended_at is not None,
+        "reason": tenant.suspension_reason,
+        "reads_until": tenant.reads_until.isoformat() if tenant.reads_until else None,
+    }
+
+
+@transaction.atomic
+def suspend_tenant(actor: Actor, tenant: Tenant, *, reason: str, read_grace_seconds: int) -> Tenant:
+    """Operators: refuse the tenant's produce and new connections at once; connections
+    already open may go on reading for ``read_grace_seconds``, then brokers close them.
+    Nothing is deleted; :func:`resume_tenant` undoes it."""
+    if not actor.is_staff:
+        raise NotPermitted("only operators (staff) suspend tenants")
+    reason = reason.strip()
+    if len(reason) > 200:
+        raise InvalidInput("at most 200 characters", field="reason")
+    if isinstance(read_grace_seconds, bool) or not 0 <= read_grace_seconds <= 30 * 86400:
+        raise InvalidInput("between 0 and 30 days (in seconds)", field="read_grace_seconds")
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    before = suspension_snapshot(tenant)
+    now = timezone.now()
+    tenant.suspended_at = tenant.suspended_at or now
+    tenant.suspension_reason = reason
+    tenant.reads_until = now + timedelta(seconds=read_grace_seconds)
+    tenant.save(update_fields=["suspended_at", "suspension_reason", "reads_until"])
+    notify_metadata_changed("tenant.updated", tenant=tenant.pk)
+    record_event(
+        actor,
+        tenant=tenant,
+        action="tenant.suspend",
+        object_type="tenant",
+        object_id=tenant.pk,
+        object_repr=tenant.slug,
+        before=before,
+        after=suspension_snapshot(tenant),
+    )
+    return tenant
+
+
+@transaction.atomic
+def resume_tenant(actor: Actor, tenant: Tenant) -> Tenant:
+    if not actor.is_staff:
+        raise NotPermitted("only operators (staff) resume tenants")
+    tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    if tenant.suspended_at is None:
+        return tenant
+    before = suspension_snapshot(tenant)
+    tenant.suspended_at, tenant.suspension_reason, tenant.reads_until = None, "", None
+    tenant.save(update_fields=["suspended_at", "suspension_reason", "reads_until"])
+    notify_metadata_changed("tenant.updated", tenant=tenant.pk)
+    record_event(
+        actor,
+        tenant=tenant,
+        action="tenant.resume",
+        object_type="tenant",
+        object_id=tenant.pk,
+        object_repr=tenant.slug,
+        before=before,
+        after=suspension_snapshot(tenant),
+    )
+    return tenant
 
 
 def _actor_may_manage(actor: Actor, tenant: Tenant, *, target_role: str) -> None:

@@ -82,6 +82,8 @@ class ConnectionHost(Protocol):
 
     def admit_tenant(self, tenant_id: int) -> bool: ...
 
+    def tenant_suspended(self, tenant_id: int) -> str | None: ...
+
 
 async def _in_thread(fn: Callable[..., R], *args: Any) -> R:
     return await asyncio.to_thread(fn, *args)
@@ -450,6 +452,10 @@ class Connection:
         if self.sasl.done:
             principal = self.sasl.principal
             if principal is not None and not principal.internal and not principal.broker:
+                suspended = self.broker.tenant_suspended(principal.tenant_id)
+                if suspended:
+                    logger.info("refusing a connection from %s: %s", self.host, suspended)
+                    return ErrorCode.SASL_AUTHENTICATION_FAILED, suspended, b""
                 if not self.broker.admit_tenant(principal.tenant_id):
                     logger.warning(
                         "refusing a connection of tenant %s from %s: connection limit reached",

@@ -596,6 +596,10 @@ class Broker:
     def add_storage(self, tenant_id: int, nbytes: int) -> None:
         self._storage[tenant_id] = self._storage.get(tenant_id, 0) + nbytes
 
+    def tenant_suspended(self, tenant_id: int) -> str | None:
+        tenant = self.snapshot.tenants.get(tenant_id)
+        return tenant.suspension() if tenant is not None else None
+
     def tenant_over_storage(self, tenant_id: int) -> bool:
         tenant = self.snapshot.tenants.get(tenant_id)
         return tenant is not None and self._storage.get(tenant_id, 0) >= tenant.max_storage_bytes
@@ -621,13 +625,23 @@ class Broker:
         self.store.heartbeat(self.config.broker_id)
 
     async def _sweep_revoked(self) -> None:
-        """Close connections whose API key was revoked, expired or deleted."""
+        """Close connections whose API key was revoked, expired or deleted, and those of
+        a suspended tenant once its grace period for reading is over."""
         while True:
             await asyncio.sleep(self.config.revocation_check_seconds)
             active, read_at = self.snapshot.active_keys, self.snapshot_read_at
+            now_ms = int(time.time() * 1000)
             for conn in list(self._connections):
                 principal = conn.principal
                 if principal is None or principal.internal:
+                    continue
+                tenant = self.snapshot.tenants.get(principal.tenant_id)
+                if tenant is not None and tenant.reads_over(now_ms):
+                    logger.info(
+                        "closing connection of suspended tenant %s (reads are over)",
+                        tenant.slug,
+                    )
+                    conn.abort()
                     continue
                 key = principal.key_id
                 # A key created after the snapshot was read is not in it, and not revoked.

@@ -78,6 +78,22 @@ class TenantInfo:
     # KIP-546 quotas on the tenant's users and client ids (a tenant setting: they change
     # with the tenant's metadata scope)
     client_quotas: tuple[ClientQuota, ...] = ()
+    # Suspended by an operator: why (None: not suspended). Produce and new connections
+    # are refused; connections open at the time may read until ``reads_until_ms`` (Unix
+    # ms), then they are closed.
+    suspended: str | None = None
+    reads_until_ms: int = 0
+
+    def suspension(self) -> str | None:
+        """What a refused client is told, or None when the tenant is not suspended."""
+        if self.suspended is None:
+            return None
+        reason = f": {self.suspended}" if self.suspended else ""
+        return f"tenant {self.slug!r} is suspended{reason}"
+
+    def reads_over(self, now_ms: int) -> bool:
+        """Suspended, and the grace period for reading is over."""
+        return self.suspended is not None and now_ms >= self.reads_until_ms
 
 
 @dataclass(frozen=True)

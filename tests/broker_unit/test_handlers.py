@@ -101,6 +101,10 @@ class Node:
     def tenant_over_storage(self, tenant_id: int) -> bool:
         return False
 
+    def tenant_suspended(self, tenant_id: int) -> str | None:
+        tenant = self.snapshot.tenants.get(tenant_id)
+        return tenant.suspension() if tenant is not None else None
+
     def add_storage(self, tenant_id: int, nbytes: int) -> None:
         self.storage[tenant_id] = self.storage.get(tenant_id, 0) + nbytes
 
@@ -375,6 +379,30 @@ def test_produce_to_another_tenants_topic_is_unknown(world):
     topic = store.snapshot().topic(globex, "payments")
     partition, _ = services.replicas.leader_partition(topic, 0)
     assert partition is not None and partition.log.log_end_offset == 0  # nothing written
+
+
+def test_a_suspended_tenant_may_not_produce_and_is_told_why(world):
+    store, node, services, acme, globex = world
+    store.add_topic(acme, "orders")
+    writer = principal_of(store, acme, (Operation.WRITE, ResourceType.TOPIC))
+    store.update_tenant(acme, suspended="unpaid invoice", reads_until_ms=0)
+    asyncio.run(node.refresh_metadata())
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": "orders", "partition_data": [{"index": 0, "records": batch(1)}]}],
+    }
+    [part] = call(services, writer, produce.KEY, 9, body)["responses"][0]["partition_responses"]
+    assert part["error_code"] == E.POLICY_VIOLATION
+    assert part["error_message"] == "tenant 'acme' is suspended: unpaid invoice"
+    topic = store.snapshot().topic(acme, "orders")
+    partition, _ = services.replicas.leader_partition(topic, 0)
+    assert partition is not None and partition.log.log_end_offset == 0  # nothing written
+    store.update_tenant(acme, suspended=None)  # resumed: the next produce is stored
+    asyncio.run(node.refresh_metadata())
+    [part] = call(services, writer, produce.KEY, 9, body)["responses"][0]["partition_responses"]
+    assert part["error_code"] == E.NONE and partition.log.log_end_offset == 1
 
 
 # --- Fetch by topic id (v13+) ---------------------------------------------------------------

@@ -89,6 +89,10 @@ class TenantLimits(Protocol):
 
     def tenant_over_storage(self, tenant_id: int) -> bool: ...
 
+    def tenant_suspended(self, tenant_id: int) -> str | None:
+        """Why the tenant's clients may not write (an operator suspended it), or None."""
+        ...
+
     def add_storage(self, tenant_id: int, nbytes: int) -> None: ...
 
 

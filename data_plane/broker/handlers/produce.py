@@ -79,6 +79,8 @@ async def handle_produce(
                 refused := await _refused_transactional(ctx, req, topic, p["index"], records)
             ):
                 code, message = refused
+            elif suspended := svc.tenants.tenant_suspended(tenant_id):
+                code, message = E.POLICY_VIOLATION, suspended
             elif svc.tenants.tenant_over_storage(tenant_id):
                 code, message = E.POLICY_VIOLATION, "tenant storage limit reached"
             elif legacy:

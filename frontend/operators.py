@@ -1,0 +1,54 @@
+"""The operators' view of tenants (staff users): each tenant with its size and people,
+and suspending or resuming it. The tenancy services do the work, audited as over REST."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db.models import Count, Sum
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_POST
+
+from control_plane.core.errors import ServiceError
+from control_plane.tenancy import services as tenancy_services
+from control_plane.tenancy.models import Tenant
+from frontend.cluster import _actor, _page, operator_view
+
+
+@operator_view
+def tenant_list(request: HttpRequest) -> HttpResponse:
+    tenants = Tenant.objects.annotate(
+        partitions_in_use=Sum("topics__partition_count"),
+        member_count=Count("memberships", distinct=True),
+    ).order_by("slug")
+    return _page(request, "frontend/operators_tenants.html", {"tenants": tenants})
+
+
+@require_POST
+@operator_view
+def tenant_suspend(request: HttpRequest, slug: str) -> HttpResponse:
+    tenant = get_object_or_404(Tenant, slug=slug)
+    hours = request.POST.get("read_grace_hours", "72").strip() or "0"
+    try:
+        if not hours.isdigit():
+            raise ServiceError("the read grace period is a whole number of hours")
+        tenancy_services.suspend_tenant(
+            _actor(request),
+            tenant,
+            reason=request.POST.get("reason", ""),
+            read_grace_seconds=int(hours) * 3600,
+        )
+    except ServiceError as exc:
+        messages.error(request, f"{tenant.slug} was not suspended: {exc.message}")
+    else:
+        messages.success(request, f"{tenant.slug} is suspended.")
+    return redirect("frontend:operators-tenants")
+
+
+@require_POST
+@operator_view
+def tenant_resume(request: HttpRequest, slug: str) -> HttpResponse:
+    tenant = get_object_or_404(Tenant, slug=slug)
+    tenancy_services.resume_tenant(_actor(request), tenant)
+    messages.success(request, f"{tenant.slug} is active again.")
+    return redirect("frontend:operators-tenants")
