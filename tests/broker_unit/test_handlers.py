@@ -382,7 +382,7 @@ def test_produce_to_another_tenants_topic_is_unknown(world):
 
 
 def test_a_suspended_tenant_may_not_produce_and_is_told_why(world):
-    store, node, services, acme, globex = world
+    store, node, services, acme, _ = world
     store.add_topic(acme, "orders")
     writer = principal_of(store, acme, (Operation.WRITE, ResourceType.TOPIC))
     store.update_tenant(acme, suspended="unpaid invoice", reads_until_ms=0)
