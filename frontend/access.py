@@ -28,6 +28,7 @@ from control_plane.access import policy, presets
 from control_plane.access import services as access_services
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.access.presets import PRESETS
+from control_plane.access.services import CreatedApiKey
 from control_plane.api.filters import AclFilter, ApiKeyFilter
 from control_plane.core.errors import InvalidInput, ServiceError
 from data_plane.acl import (
@@ -224,6 +225,37 @@ def _expires_at(raw: str) -> datetime | None:
     return timezone.now() + timedelta(days=days)
 
 
+def key_created_page(
+    page: Page,
+    created: CreatedApiKey,
+    *,
+    topic: str | None = None,
+    onboarding: dict[str, str] | None = None,
+) -> HttpResponse:
+    """The one and only place a key's secret is shown: this response, never cached, with
+    client settings for it (and ``topic``)."""
+    listener, snippets = client_snippets(
+        page.request,
+        page.tenant.slug,
+        topic=topic,
+        key_id=created.api_key.key_id,
+        secret=created.secret,
+    )
+    response = page.render(
+        "frontend/access_api_key_created.html",
+        {
+            "key": created.api_key,
+            "secret": created.secret,
+            "listener": listener,
+            "snippets": snippets,
+            "snippets_complete": True,
+            "onboarding": onboarding,
+        },
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
 @member_view("api-keys", role=KEY_NEEDS["create"].role)
 def api_key_create(page: Page) -> HttpResponse:
     form = {
@@ -249,22 +281,7 @@ def api_key_create(page: Page) -> HttpResponse:
         except ServiceError as exc:
             errors = form_errors(exc, {"expires_at": "expires_in_days"})
         else:
-            # The one and only place the secret is shown: this response, never cached.
-            listener, snippets = client_snippets(
-                page.request, page.tenant.slug, key_id=created.api_key.key_id, secret=created.secret
-            )
-            response = page.render(
-                "frontend/access_api_key_created.html",
-                {
-                    "key": created.api_key,
-                    "secret": created.secret,
-                    "listener": listener,
-                    "snippets": snippets,
-                    "snippets_complete": True,
-                },
-            )
-            response["Cache-Control"] = "no-store"
-            return response
+            return key_created_page(page, created)
     return page.render(
         "frontend/access_api_key_create.html",
         {"form": form, "errors": errors, "accounts": _accounts(page)},

@@ -18,8 +18,8 @@ from control_plane.catalog import services as catalog_services
 from control_plane.catalog.models import Topic
 from control_plane.core.errors import ServiceError
 from control_plane.tenancy.models import Role
+from frontend.access import key_created_page
 from frontend.console import Page, form_errors, member_view
-from frontend.snippets import client_snippets
 
 ACCOUNT = "quickstart"
 
@@ -69,26 +69,12 @@ def get_started(page: Page) -> HttpResponse:
             if "topic" not in errors:  # about the account, ACLs or key: the whole form
                 errors = {"form": next(iter(errors.values()))}
         else:
-            listener, snippets = client_snippets(
-                page.request,
-                page.tenant.slug,
+            return key_created_page(
+                page,
+                created,
                 topic=topic.name,
-                key_id=created.api_key.key_id,
-                secret=created.secret,
+                onboarding={"topic": topic.name, "group_prefix": name},
             )
-            response = page.render(
-                "frontend/access_api_key_created.html",
-                {
-                    "key": created.api_key,
-                    "secret": created.secret,
-                    "listener": listener,
-                    "snippets": snippets,
-                    "snippets_complete": True,
-                    "onboarding": {"topic": topic.name, "group_prefix": name},
-                },
-            )
-            response["Cache-Control"] = "no-store"
-            return response
     return page.render(
         "frontend/get_started.html",
         {"form": form, "errors": errors},

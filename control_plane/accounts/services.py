@@ -326,15 +326,10 @@ def _accept(actor: Actor, pk: int) -> Membership:
         tenant = invitation.tenant
         membership = Membership.objects.filter(tenant=tenant, user=user).first()
         if membership is None:
-            membership = Membership.objects.create(tenant=tenant, user=user, role=invitation.role)
-            record_event(
-                actor,
-                tenant=tenant,
-                action="member.add",
-                object_type="membership",
-                object_id=membership.pk,
-                object_repr=user.get_username(),
-                after=tenancy_services.membership_snapshot(membership),
+            # The invitation is the admin's consent; the system adds (audited), and the
+            # acceptance below names the person.
+            membership = tenancy_services.add_member(
+                Actor.system(), tenant, user=user, role=invitation.role
             )
         record_event(
             actor,

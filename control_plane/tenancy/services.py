@@ -201,24 +201,15 @@ def suspend_tenant(actor: Actor, tenant: Tenant, *, reason: str, read_grace_seco
     if isinstance(read_grace_seconds, bool) or not 0 <= read_grace_seconds <= 30 * 86400:
         raise InvalidInput("between 0 and 30 days (in seconds)", field="read_grace_seconds")
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
-    before = suspension_snapshot(tenant)
     now = timezone.now()
-    tenant.suspended_at = tenant.suspended_at or now
-    tenant.suspension_reason = reason
-    tenant.reads_until = now + timedelta(seconds=read_grace_seconds)
-    tenant.save(update_fields=["suspended_at", "suspension_reason", "reads_until"])
-    notify_metadata_changed("tenant.updated", tenant=tenant.pk)
-    record_event(
+    return _set_suspension(
         actor,
-        tenant=tenant,
-        action="tenant.suspend",
-        object_type="tenant",
-        object_id=tenant.pk,
-        object_repr=tenant.slug,
-        before=before,
-        after=suspension_snapshot(tenant),
+        tenant,
+        "tenant.suspend",
+        suspended_at=tenant.suspended_at or now,
+        suspension_reason=reason,
+        reads_until=now + timedelta(seconds=read_grace_seconds),
     )
-    return tenant
 
 
 @transaction.atomic
@@ -228,14 +219,22 @@ def resume_tenant(actor: Actor, tenant: Tenant) -> Tenant:
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     if tenant.suspended_at is None:
         return tenant
+    return _set_suspension(
+        actor, tenant, "tenant.resume", suspended_at=None, suspension_reason="", reads_until=None
+    )
+
+
+def _set_suspension(actor: Actor, tenant: Tenant, action: str, **fields: Any) -> Tenant:
+    """Store the suspension fields, tell the brokers, and audit ``action``."""
     before = suspension_snapshot(tenant)
-    tenant.suspended_at, tenant.suspension_reason, tenant.reads_until = None, "", None
-    tenant.save(update_fields=["suspended_at", "suspension_reason", "reads_until"])
+    for name, value in fields.items():
+        setattr(tenant, name, value)
+    tenant.save(update_fields=list(fields))
     notify_metadata_changed("tenant.updated", tenant=tenant.pk)
     record_event(
         actor,
         tenant=tenant,
-        action="tenant.resume",
+        action=action,
         object_type="tenant",
         object_id=tenant.pk,
         object_repr=tenant.slug,
