@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 
 from control_plane.access import services as access_services
 from control_plane.audit.models import AuditEvent
@@ -147,6 +147,27 @@ def stop_broker(env: KafkaEnv, sig: str = "term") -> int:
     return env.process.wait(timeout=30)
 
 
+def _delete_tenant(tenant: Tenant, attempts: int = 5) -> None:
+    """Remove a test tenant and everything of it. A broker's database session can
+    outlive its killed process for a moment, still finishing a statement (a transaction
+    coordinator settling offsets locks the transaction's row, then its offsets: the
+    cascade's order reversed); Postgres then picks one side of the deadlock, and this
+    tries again."""
+    for attempt in range(attempts):
+        try:
+            with transaction.atomic():
+                Topic.objects.filter(tenant=tenant).delete()
+                # The brokers' changes were committed: later tests on this database must
+                # not find their audit trail either.
+                AuditEvent.objects.filter(tenant_slug=tenant.slug).delete()
+                tenant.delete()
+            return
+        except OperationalError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
+
+
 def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None, advertised_ports=None):
     """Tenants, keys and ``count`` broker processes (ids 1..count) on one database.
 
@@ -216,11 +237,7 @@ def _brokers(django_db_blocker, tmp_path_factory, count, extra_env=None, adverti
                 stop_broker(info)
         with django_db_blocker.unblock():
             for tenant in (a, b):
-                Topic.objects.filter(tenant=tenant).delete()
-                # The brokers' changes were committed: later tests on this database must
-                # not find their audit trail either.
-                AuditEvent.objects.filter(tenant_slug=tenant.slug).delete()
-                tenant.delete()
+                _delete_tenant(tenant)
             # The brokers registered in this worker's test database: later tests there
             # must not see (now stopped) brokers.
             Broker.objects.all().delete()
