@@ -201,42 +201,57 @@ def invite(actor: Actor, tenant: Tenant, *, email: str, role: str, base_url: str
         raise AlreadyExists(f"{email} is already a member of {tenant.slug}", field="email")
     token = secrets.token_urlsafe(32)
     days = settings.MILLRACE_INVITATION_DAYS
-    with transaction.atomic():
-        Tenant.objects.select_for_update().get(pk=tenant.pk)  # one inviter at a time
-        now = timezone.now()
-        open_ = Invitation.objects.filter(
-            tenant=tenant, email=email, accepted_at=None, revoked_at=None
-        )
-        open_.update(revoked_at=now)
-        invitation = Invitation.objects.create(
-            tenant=tenant,
-            email=email,
-            role=role,
-            token_hash=_hash(token),
-            invited_by=actor.user if actor.user is not None and actor.user.pk else None,
-            expires_at=now + timedelta(days=days),
-        )
-        record_event(
-            actor,
-            tenant=tenant,
-            action="invitation.create",
-            object_type="invitation",
-            object_id=invitation.pk,
-            object_repr=email,
-            after=invitation_snapshot(invitation),
-        )
-        mail.send(
-            email,
-            "invitation",
-            {
-                "tenant": tenant,
-                "role": Role(role).label.lower(),
-                "inviter": actor.label,
-                "days": days,
-                "link": link(base_url, reverse("frontend:invitation", args=[token])),
-            },
-        )  # Unavailable rolls the invitation back
+    # Only the address's invitations are locked while the mail is sent (the tenant's
+    # row is not: a slow mail server must not hold up its topics); two invitations of
+    # one address at once meet at the one-open-invitation constraint.
+    try:
+        with transaction.atomic():
+            invitation = _replace_invitation(actor, tenant, email, role, token, days)
+            _send_invitation(actor, invitation, token, base_url)  # Unavailable: rolled back
+    except IntegrityError:
+        raise Conflict(f"another invitation to {email} was being sent; try again") from None
     return Invited(invitation, token)
+
+
+def _replace_invitation(
+    actor: Actor, tenant: Tenant, email: str, role: str, token: str, days: int
+) -> Invitation:
+    now = timezone.now()
+    open_ = Invitation.objects.filter(tenant=tenant, email=email, accepted_at=None, revoked_at=None)
+    open_.update(revoked_at=now)
+    invitation = Invitation.objects.create(
+        tenant=tenant,
+        email=email,
+        role=role,
+        token_hash=_hash(token),
+        invited_by=actor.user if actor.user is not None and actor.user.pk else None,
+        expires_at=now + timedelta(days=days),
+    )
+    record_event(
+        actor,
+        tenant=tenant,
+        action="invitation.create",
+        object_type="invitation",
+        object_id=invitation.pk,
+        object_repr=email,
+        after=invitation_snapshot(invitation),
+    )
+    return invitation
+
+
+def _send_invitation(actor: Actor, invitation: Invitation, token: str, base_url: str) -> None:
+    days = settings.MILLRACE_INVITATION_DAYS
+    mail.send(
+        invitation.email,
+        "invitation",
+        {
+            "tenant": invitation.tenant,
+            "role": Role(invitation.role).label.lower(),
+            "inviter": actor.label,
+            "days": days,
+            "link": link(base_url, reverse("frontend:invitation", args=[token])),
+        },
+    )
 
 
 def revoke_invitation(actor: Actor, invitation: Invitation) -> Invitation:
