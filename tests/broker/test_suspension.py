@@ -126,3 +126,4 @@ def test_a_suspended_tenant_cannot_write_or_connect_and_resumes_whole(
     assert b"during" not in values
     for client in (consumer, reader):
         client.close()
+    committed(django_db_blocker, lambda: get_user_model().objects.filter(pk=actor.user.pk).delete())
