@@ -82,6 +82,10 @@ app.conf.beat_schedule = {
         "task": "millrace.controller.preferred_leader_election",
         "schedule": 300.0,
     },
+    "resume-tenant-deletions": {
+        "task": "millrace.lifecycle.resume_deletions",
+        "schedule": 30.0,
+    },
     "sample-group-lag": {
         "task": "millrace.groups.sample_lag",
         "schedule": _lag_interval(),

@@ -123,6 +123,7 @@ INSTALLED_APPS = [
     "control_plane.controller",
     "control_plane.access",
     "control_plane.accounts",
+    "control_plane.lifecycle",
     "control_plane.audit",
     "control_plane.api",
     "control_plane.streams",
@@ -290,6 +291,14 @@ if PRODUCTION and MILLRACE_SIGNUP_ENABLED and not envstr("EMAIL_HOST"):
     )
 MILLRACE_SIGNUP_MAX_TENANTS = envint("MILLRACE_SIGNUP_MAX_TENANTS", 3, minimum=0)
 MILLRACE_INVITATION_DAYS = envint("MILLRACE_INVITATION_DAYS", 7, minimum=1)
+# Tenant deletion (control_plane.lifecycle): a worker's hold on a deletion lapses this long
+# after its last progress (another worker then resumes it); topics are deleted this many at
+# a time, each batch waiting (at most the last setting) until live brokers applied it.
+MILLRACE_DELETION_LEASE_SECONDS = envint("MILLRACE_DELETION_LEASE_SECONDS", 60, minimum=1)
+MILLRACE_DELETION_TOPIC_BATCH = envint("MILLRACE_DELETION_TOPIC_BATCH", 100, minimum=1)
+MILLRACE_DELETION_BROKER_WAIT_SECONDS = envint(
+    "MILLRACE_DELETION_BROKER_WAIT_SECONDS", 120, minimum=0
+)
 # Wrong passwords for one account (from any address) before sign-in is refused for a while.
 MILLRACE_LOGIN_LOCKOUT_FAILURES = envint("MILLRACE_LOGIN_LOCKOUT_FAILURES", 10, minimum=1)
 MILLRACE_LOGIN_LOCKOUT_SECONDS = envint("MILLRACE_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)

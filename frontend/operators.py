@@ -17,10 +17,14 @@ from frontend.cluster import _actor, _page, operator_view
 
 @operator_view
 def tenant_list(request: HttpRequest) -> HttpResponse:
-    tenants = Tenant.objects.annotate(
-        partitions_in_use=Sum("topics__partition_count"),
-        member_count=Count("memberships", distinct=True),
-    ).order_by("slug")
+    tenants = (
+        Tenant.objects.select_related("deletion")
+        .annotate(
+            partitions_in_use=Sum("topics__partition_count"),
+            member_count=Count("memberships", distinct=True),
+        )
+        .order_by("slug")
+    )
     return _page(request, "frontend/operators_tenants.html", {"tenants": tenants})
 
 
@@ -49,6 +53,10 @@ def tenant_suspend(request: HttpRequest, slug: str) -> HttpResponse:
 @operator_view
 def tenant_resume(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = get_object_or_404(Tenant, slug=slug)
-    tenancy_services.resume_tenant(_actor(request), tenant)
-    messages.success(request, f"{tenant.slug} is active again.")
+    try:
+        tenancy_services.resume_tenant(_actor(request), tenant)
+    except ServiceError as exc:
+        messages.error(request, f"{tenant.slug} was not resumed: {exc.message}")
+    else:
+        messages.success(request, f"{tenant.slug} is active again.")
     return redirect("frontend:operators-tenants")

@@ -15,6 +15,7 @@ from frontend import (
     onboarding,
     operators,
     overview,
+    tenant_settings,
     topics,
     views,
 )
@@ -113,6 +114,9 @@ urlpatterns = [
     path(T + "members/leave/", members.leave, name="leave"),
     path(T + "invitations/<int:pk>/revoke/", members.invitation_revoke, name="invitation-revoke"),
     path(T + "audit/", audit.audit_log, name="audit"),
+    path(T + "settings/", tenant_settings.tenant_settings, name="tenant-settings"),
+    path(T + "settings/delete/", tenant_settings.tenant_delete, name="tenant-delete"),
+    path("deletions/<uuid:deletion_id>/", tenant_settings.deletion, name="deletion"),
     path(T + "clients/", clients.client_list, name="clients"),
     path(T + "service-accounts/", access.service_account_list, name="service-accounts"),
     path(

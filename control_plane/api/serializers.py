@@ -42,6 +42,7 @@ class TenantSerializer(serializers.ModelSerializer):
             "suspended_at",
             "suspension_reason",
             "reads_until",
+            "deletion_requested_at",
             "role",
             "partitions_in_use",
         ]
@@ -61,6 +62,29 @@ class TenantSuspendSerializer(serializers.Serializer):
         default=72 * 3600,
         help_text="connections open at the time may read this long (0: closed at once)",
     )
+
+
+class TenantDeleteSerializer(serializers.Serializer):
+    confirm = serializers.CharField(
+        max_length=50, help_text="the tenant's slug, typed again to confirm its deletion"
+    )
+
+
+class TenantDeletionSerializer(serializers.Serializer):
+    id = serializers.UUIDField(read_only=True)
+    tenant = serializers.CharField(source="tenant_slug", read_only=True)
+    tenant_name = serializers.CharField(read_only=True)
+    requested_by = serializers.CharField(source="requested_by_name", read_only=True)
+    requested_at = serializers.DateTimeField(read_only=True)
+    state = serializers.CharField(read_only=True, help_text="pending, running or done")
+    step = serializers.CharField(
+        read_only=True,
+        help_text="keys, topics, groups, transactions, connect, tenant or brokers",
+    )
+    progress = serializers.JSONField(read_only=True)
+    attempts = serializers.IntegerField(read_only=True)
+    last_error = serializers.CharField(read_only=True)
+    finished_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
 
 class TenantLimitsMixin(serializers.Serializer):

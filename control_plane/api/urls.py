@@ -11,6 +11,7 @@ TENANT = r"tenants/(?P<tenant_slug>[a-z0-9-]+)"
 
 router = SimpleRouter()
 router.register("tenants", views.TenantViewSet, basename="tenant")
+router.register("tenant-deletions", views.TenantDeletionViewSet, basename="tenant-deletion")
 router.register(f"{TENANT}/members", views.MembershipViewSet, basename="member")
 router.register(f"{TENANT}/invitations", views.InvitationViewSet, basename="invitation")
 router.register(f"{TENANT}/topics", views.TopicViewSet, basename="topic")

@@ -44,6 +44,8 @@ from control_plane.core.http import client_ip
 from control_plane.groups import lag as group_lag
 from control_plane.groups import services as group_services
 from control_plane.groups.models import ConsumerGroup, LagSample
+from control_plane.lifecycle import services as lifecycle
+from control_plane.lifecycle.models import TenantDeletion
 from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import ClientQuota, Membership, Role, Tenant
 from data_plane.acl import CLUSTER_RESOURCE_NAME, Operation, ResourceType
@@ -69,6 +71,16 @@ def tenant_scoped(viewset: type) -> type:
     list=extend_schema(responses=s.TenantSerializer(many=True)),
     retrieve=extend_schema(responses=s.TenantSerializer),
     create=extend_schema(request=s.TenantCreateSerializer, responses={201: s.TenantSerializer}),
+    destroy=extend_schema(
+        request=s.TenantDeleteSerializer,
+        responses={202: s.TenantDeletionSerializer},
+        description=(
+            "Owners (and operators): cut the tenant off now (keys revoked, connections "
+            "closed, members removed) and start the job that deletes its topics, groups, "
+            "connectors and data; follow it at the returned deletion. `confirm` (in the "
+            "body or the query) must be the tenant's slug."
+        ),
+    ),
     partial_update=extend_schema(request=s.TenantUpdateSerializer, responses=s.TenantSerializer),
 )
 class TenantViewSet(
@@ -80,7 +92,7 @@ class TenantViewSet(
 
     serializer_class = s.TenantSerializer
     lookup_field = "slug"
-    http_method_names = ["get", "post", "patch", "head", "options"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self) -> Any:
         queryset = Tenant.objects.annotate(partitions_in_use=Sum("topics__partition_count"))
@@ -137,6 +149,20 @@ class TenantViewSet(
         tenant = tenancy_services.update_tenant(actor, tenant, name=name, limits=data)
         return Response(self._render(tenant))
 
+    def destroy(self, request: Request, slug: str) -> Response:
+        tenant = self.get_object()
+        data = request.data if request.data else request.query_params
+        serializer = s.TenantDeleteSerializer(data={"confirm": data.get("confirm", "")})
+        serializer.is_valid(raise_exception=True)
+        deletion = lifecycle.request_deletion(
+            request_actor(request), tenant, confirm=serializer.validated_data["confirm"]
+        )
+        return Response(
+            s.TenantDeletionSerializer(deletion).data,
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": f"/api/v1/tenant-deletions/{deletion.pk}/"},
+        )
+
     @extend_schema(request=s.TenantSuspendSerializer, responses=s.TenantSerializer)
     @action(detail=True, methods=["post"])
     def suspend(self, request: Request, slug: str) -> Response:
@@ -178,6 +204,27 @@ class TenantViewSet(
             pk=tenant.pk
         )
         return s.TenantSerializer(tenant, context=self.get_serializer_context()).data
+
+
+@extend_schema_view(
+    list=extend_schema(responses=s.TenantDeletionSerializer(many=True)),
+    retrieve=extend_schema(responses=s.TenantDeletionSerializer),
+)
+class TenantDeletionViewSet(viewsets.ReadOnlyModelViewSet):
+    """Tenant deletions the caller asked for (operators see all), with their progress;
+    kept after the tenant is gone."""
+
+    serializer_class = s.TenantDeletionSerializer
+
+    def get_queryset(self) -> Any:
+        queryset = TenantDeletion.objects.all()
+        if getattr(self, "swagger_fake_view", False):
+            return queryset.none()
+        if isinstance(self.request.auth, ApiKey):
+            return queryset.none()
+        if self.request.user.is_staff:
+            return queryset
+        return queryset.filter(requested_by=self.request.user)
 
 
 # --- members ------------------------------------------------------------------------------

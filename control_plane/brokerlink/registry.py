@@ -56,11 +56,14 @@ class DjangoBrokerRegistry:
             )
             notify_metadata_changed("broker.registered", brokers=[broker_id])
 
-    def heartbeat(self, broker_id: int) -> None:
+    def heartbeat(self, broker_id: int, metadata_version: int = 0) -> None:
         fresh_connection()
         held = self._liveness.ensure(broker_id)
         Broker.objects.filter(id=broker_id).update(
-            last_heartbeat=timezone.now(), state=BrokerState.RUNNING, liveness_lock=held
+            last_heartbeat=timezone.now(),
+            state=BrokerState.RUNNING,
+            liveness_lock=held,
+            metadata_version=metadata_version,
         )
 
     def controlled_shutdown(self, broker_id: int) -> int:

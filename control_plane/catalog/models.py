@@ -143,6 +143,9 @@ class Broker(models.Model):
     decommissioning = models.BooleanField(default=False)
     # It holds its liveness lock (core/liveness.py): the lock's loss fences it at once.
     liveness_lock = models.BooleanField(default=False)
+    # The metadata version whose roles and logs it has applied, as its last heartbeat said
+    # (a deleted topic's logs are gone from its disk by then; see lifecycle.deletion).
+    metadata_version = models.BigIntegerField(default=0)
 
     objects = BrokerQuerySet.as_manager()
 

@@ -77,6 +77,9 @@ class Tenant(models.Model):
     suspended_at = models.DateTimeField(null=True, blank=True)
     suspension_reason = models.CharField(max_length=200, blank=True)
     reads_until = models.DateTimeField(null=True, blank=True)
+    # Its owner asked for it to be deleted (``control_plane.lifecycle``): it is suspended,
+    # its keys are revoked and its members gone while the job removes everything else.
+    deletion_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -15,7 +15,13 @@ from django.utils import timezone
 
 from control_plane.audit.services import record_event
 from control_plane.core.actor import Actor
-from control_plane.core.errors import AlreadyExists, InvalidInput, LimitExceeded, NotPermitted
+from control_plane.core.errors import (
+    AlreadyExists,
+    Conflict,
+    InvalidInput,
+    LimitExceeded,
+    NotPermitted,
+)
 from control_plane.core.notify import notify_metadata_changed
 from control_plane.tenancy.models import SLUG_VALIDATOR, ClientQuota, Membership, Role, Tenant
 from data_plane import client_quotas
@@ -180,6 +186,12 @@ def check_may_manage(actor: Actor, tenant: Tenant, *, role: str) -> None:
     _actor_may_manage(actor, tenant, target_role=role)
 
 
+def ensure_not_deleting(tenant: Tenant) -> None:
+    """Conflict when the tenant's deletion was asked for (as stored now, not as loaded)."""
+    if Tenant.objects.filter(pk=tenant.pk, deletion_requested_at__isnull=False).exists():
+        raise Conflict(f"tenant {tenant.slug!r} is being deleted")
+
+
 def suspension_snapshot(tenant: Tenant) -> dict[str, Any]:
     return {
         "suspended": tenant.suspended_at is not None,
@@ -201,6 +213,7 @@ def suspend_tenant(actor: Actor, tenant: Tenant, *, reason: str, read_grace_seco
     if isinstance(read_grace_seconds, bool) or not 0 <= read_grace_seconds <= 30 * 86400:
         raise InvalidInput("between 0 and 30 days (in seconds)", field="read_grace_seconds")
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    ensure_not_deleting(tenant)
     now = timezone.now()
     return _set_suspension(
         actor,
@@ -217,6 +230,7 @@ def resume_tenant(actor: Actor, tenant: Tenant) -> Tenant:
     if not actor.is_staff:
         raise NotPermitted("only operators (staff) resume tenants")
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    ensure_not_deleting(tenant)
     if tenant.suspended_at is None:
         return tenant
     return _set_suspension(
@@ -266,6 +280,7 @@ def _validate_role(role: str) -> None:
 def add_member(actor: Actor, tenant: Tenant, *, user: AbstractBaseUser, role: str) -> Membership:
     _validate_role(role)
     _actor_may_manage(actor, tenant, target_role=role)
+    ensure_not_deleting(tenant)
     if Membership.objects.filter(tenant=tenant, user=user).exists():
         raise AlreadyExists(
             f"{user.get_username()} is already a member of {tenant.slug}", field="username"

@@ -135,6 +135,7 @@ class _Broker:
     state: str = "running"  # running | shutting_down | fenced
     last_heartbeat: float = 0.0
     decommissioning: bool = False
+    metadata_version: int = 0  # applied, as its last heartbeat said
 
 
 @dataclass(frozen=True)
@@ -576,12 +577,13 @@ class MemoryStore:
             self._brokers[broker_id] = _Broker(info, "running", self.clock(), decommissioning)
             self._record(BROKERS)
 
-    def heartbeat(self, broker_id: int) -> None:
+    def heartbeat(self, broker_id: int, metadata_version: int = 0) -> None:
         with self._lock:
             broker = self._brokers.get(broker_id)
             if broker is not None:
                 broker.last_heartbeat = self.clock()
                 broker.state = "running"
+                broker.metadata_version = metadata_version
 
     def deregister_broker(self, broker_id: int) -> None:
         with self._lock:

@@ -121,7 +121,11 @@ class BrokerRegistry(Protocol):
         tls_port: int | None = None,
     ) -> None: ...
 
-    def heartbeat(self, broker_id: int) -> None: ...
+    def heartbeat(self, broker_id: int, metadata_version: int = 0) -> None:
+        """Renew the broker's lease, saying which metadata version it has applied: its
+        roles and logs match the metadata up to that version (a deleted topic's logs are
+        gone from its disk; the tenant-deletion job waits for it)."""
+        ...
 
     def controlled_shutdown(self, broker_id: int) -> int:
         """Stop counting this broker as live and move its leaderships to other in-sync

@@ -162,6 +162,8 @@ class Broker:
         self._ready = False
         self.shutting_down = False
         self._loop_seen = time.monotonic()
+        # The metadata version whose roles and logs are applied (heartbeats report it).
+        self.applied_version = 0
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -526,6 +528,9 @@ class Broker:
             recount = started - self._storage_counted >= STORAGE_RECOUNT_SECONDS
             if topics is None or topics or recount:
                 await asyncio.to_thread(self._reconcile_logs, snapshot, topics, recount)
+            if change.full or any(t not in snapshot.tenants for t in change.tenants):
+                self.groups.forget_tenants(snapshot.tenants)  # a deleted tenant's groups
+            self.applied_version = snapshot.version
 
     def _reconcile_logs(
         self,
@@ -622,7 +627,7 @@ class Broker:
 
     def _renew_lease(self) -> None:
         """Called on the heartbeat thread (``heartbeat.py``), never on the event loop."""
-        self.store.heartbeat(self.config.broker_id)
+        self.store.heartbeat(self.config.broker_id, self.applied_version)
 
     async def _sweep_revoked(self) -> None:
         """Close connections whose API key was revoked, expired or deleted, and those of

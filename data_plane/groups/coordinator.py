@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -267,15 +267,7 @@ class GroupCoordinator:
     def retire(self, group: Group) -> None:
         """Hand a group over to the consumer protocol (online upgrade): its timers stop,
         and members waiting on JoinGroup or SyncGroup are told to rejoin."""
-        if group.join_timer is not None:
-            group.join_timer.cancel()
-        for handle in group.pending.values():
-            handle.cancel()
-        for m in group.members.values():
-            if m.expiry is not None:
-                m.expiry.cancel()
-            _result(m.join_future, {"error_code": E.REBALANCE_IN_PROGRESS})
-            _result(m.sync_future, E.REBALANCE_IN_PROGRESS)
+        self._stop_timers(group, E.REBALANCE_IN_PROGRESS)
         self.groups.pop((group.tenant_id, group.group_id), None)
 
     def adopt(self, group: Group, reason: str, after: asyncio.Task[None] | None = None) -> None:
@@ -1005,15 +997,39 @@ class GroupCoordinator:
     def close(self) -> None:
         """Stop every timer (broker shutdown); members reconnect to whoever coordinates next."""
         for group in self.groups.values():
-            if group.join_timer is not None:
-                group.join_timer.cancel()
-            for handle in group.pending.values():
-                handle.cancel()
-            for m in group.members.values():
-                if m.expiry is not None:
-                    m.expiry.cancel()
-                _result(m.join_future, {"error_code": E.NOT_COORDINATOR})
-                _result(m.sync_future, E.NOT_COORDINATOR)
+            self._stop_timers(group)
+
+    @staticmethod
+    def _stop_timers(group: Group, error: ErrorCode = E.NOT_COORDINATOR) -> None:
+        """Stop the group's timers; members waiting on JoinGroup or SyncGroup get ``error``."""
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        for handle in group.pending.values():
+            handle.cancel()
+        for m in group.members.values():
+            if m.expiry is not None:
+                m.expiry.cancel()
+            _result(m.join_future, {"error_code": error})
+            _result(m.sync_future, error)
+
+    def forget_tenants(self, keep: Container[int]) -> int:
+        """Drop the groups (of both types) of tenants not in ``keep``: a deleted tenant's
+        groups leave the broker's memory with it. Returns how many were dropped."""
+        dropped = 0
+        for key, group in list(self.groups.items()):
+            if key[0] not in keep:
+                self._stop_timers(group)
+                del self.groups[key]
+                dropped += 1
+        for key, consumer in list(self.consumer_groups.items()):
+            if key[0] not in keep:
+                for member in consumer.members.values():
+                    for timer in (member.expiry, member.revocation_timer):
+                        if timer is not None:
+                            timer.cancel()
+                del self.consumer_groups[key]
+                dropped += 1
+        return dropped
 
     async def flush(self) -> None:
         """Wait for pending group writes (graceful shutdown)."""

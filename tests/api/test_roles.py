@@ -34,6 +34,7 @@ MUTATIONS = [
     ("post", f"{T}/members/", {"username": "newbie", "role": "viewer"}, "admin"),
     ("post", f"{T}/invitations/", {"email": "new@example.com", "role": "viewer"}, "admin"),
     ("delete", f"{T}/service-accounts/app/", None, "admin"),
+    ("delete", f"{T}/", {"confirm": "acme"}, "owner"),
 ]
 READS = [
     (f"{T}/topics/", "viewer"),

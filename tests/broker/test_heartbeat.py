@@ -19,7 +19,7 @@ class Store:
         self.beats: list[float] = []
         self.fail = False
 
-    def heartbeat(self, broker_id: int) -> None:
+    def heartbeat(self, broker_id: int, metadata_version: int = 0) -> None:
         if self.fail:
             raise ConnectionError("store down")
         self.beats.append(time.monotonic())

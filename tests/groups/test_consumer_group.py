@@ -683,3 +683,19 @@ def test_a_refused_subscription_leaves_nothing_behind():
         assert isinstance(await w.classic.load(TENANT, GROUP), Group)
 
     run(scenario)
+
+
+def test_a_deleted_tenants_groups_leave_the_coordinators_memory():
+    """Brokers call ``forget_tenants`` with the tenants still in the metadata."""
+
+    async def scenario(w: World) -> None:
+        await w.beat("a", 0)  # a consumer-protocol group of TENANT, with a member
+        classic = await w.classic.group(TENANT + 1, "other", create=True)
+        assert classic is not None
+        assert w.classic.forget_tenants({TENANT, TENANT + 1}) == 0
+        assert w.classic.forget_tenants({TENANT + 1}) == 1
+        assert (TENANT, GROUP) not in w.classic.consumer_groups
+        assert (TENANT + 1, "other") in w.classic.groups
+        assert w.classic.forget_tenants(set()) == 1 and not w.classic.groups
+
+    run(scenario)
