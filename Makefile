@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 .PHONY: install run test lint format check-migrations clean bench-log bench-broker bench-groups \
 	bench-rebalance bench-replication bench-streams bench-spark bench-console bench-browse \
-	bench-metadata bench-codec bench-transactions bench-signup chaos soak screenshots
+	bench-metadata bench-codec bench-transactions bench-signup bench-usage chaos soak screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ bench-log: install
 ## Broker benchmark against Redis Streams on this machine (see docs/performance.md).
 bench-broker: install
 	$(PY) -m bench.broker
+
+## Usage metering: hourly aggregation of 1,000 tenants x 100 topics from 3 brokers (Postgres).
+bench-usage: install
+	$(PY) -m bench.usage
 
 ## Metadata at hosted scale: 3 brokers, 1,000 tenants x 100 partitions; Metadata latency, REST
 ## topic creation to every broker's Metadata, controller tick, RSS, start-up (Postgres).

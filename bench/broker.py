@@ -224,16 +224,55 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts (smoke run)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--metering-only", action="store_true", help="only the metering on/off comparison"
+    )
     args = parser.parse_args(argv)
     scale = 0.02 if args.quick else 1.0
     repeats = 1 if args.quick else args.repeats
     work = Path(tempfile.mkdtemp(prefix="millrace-broker-bench-"))
     try:
-        with bench_broker(work, cpu="1") as (port, broker):
-            _run(port, broker, scale, repeats)
+        if not args.metering_only:
+            with bench_broker(work / "main", cpu="1") as (port, broker):
+                _run(port, broker, scale, repeats)
+        _metering(work, scale, max(repeats, 3 if not args.quick else 1))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _metering(work: Path, scale: float, repeats: int) -> None:
+    """The produce path with usage metering off and on (reporting every second, the
+    worst case), brokers started in turn, off and on alternating: the same-run ratio."""
+    records = int(2_000_000 * scale)
+    rates: dict[str, list[float]] = {"off": [], "on": []}
+    for i in range(repeats):
+        for mode in ("off", "on"):
+            env = {
+                "MILLRACE_BROKER_METERING": "1" if mode == "on" else "0",
+                "MILLRACE_BROKER_USAGE_REPORT_SECONDS": "1",
+            }
+            with bench_broker(work / f"metering-{mode}-{i}", env, cpu="1") as (port, _):
+                os.sched_setaffinity(0, {0})
+                endpoint = perf.Endpoint(f"127.0.0.1:{port}")
+                from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+                name = f"bench-{uuid.uuid4().hex[:8]}"
+                perf.create_topics(AdminClient(endpoint.confluent()), [NewTopic(name, 1, 1)])
+                os.sync()
+                run = perf.produce(endpoint, name, records=records, size=100)
+                rates[mode].append(run["records_per_s"])
+    off, on = _median(rates["off"]), _median(rates["on"])
+    emit(
+        "produce_100b_metering",
+        records=records,
+        repeats=repeats,
+        metering_off_records_per_s=off,
+        metering_on_records_per_s=on,
+        off_runs=rates["off"],
+        on_runs=rates["on"],
+        ratio=round(on / off, 3),
+    )
 
 
 def _run(port: int, broker: subprocess.Popen[bytes], scale: float, repeats: int) -> None:

@@ -61,6 +61,12 @@ def _lag_interval() -> float:
     return float(settings.MILLRACE_LAG_SAMPLE_SECONDS)
 
 
+def _usage_interval() -> float:
+    from django.conf import settings
+
+    return float(settings.MILLRACE_USAGE_AGGREGATE_SECONDS)
+
+
 app.conf.beat_schedule = {
     "prune-audit-events": {
         "task": "millrace.audit.prune_audit_events",
@@ -81,6 +87,14 @@ app.conf.beat_schedule = {
     "preferred-leader-election": {
         "task": "millrace.controller.preferred_leader_election",
         "schedule": 300.0,
+    },
+    "aggregate-usage": {
+        "task": "millrace.usage.aggregate",
+        "schedule": _usage_interval(),
+    },
+    "prune-usage": {
+        "task": "millrace.usage.prune",
+        "schedule": 3600.0,
     },
     "resume-tenant-deletions": {
         "task": "millrace.lifecycle.resume_deletions",

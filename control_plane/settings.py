@@ -124,6 +124,7 @@ INSTALLED_APPS = [
     "control_plane.access",
     "control_plane.accounts",
     "control_plane.lifecycle",
+    "control_plane.usage",
     "control_plane.audit",
     "control_plane.api",
     "control_plane.streams",
@@ -349,6 +350,8 @@ MILLRACE_DEFAULT_TENANT_LIMITS = {
     # summed.
     "max_connectors": envint("MILLRACE_DEFAULT_MAX_CONNECTORS", 20, minimum=1),
     "max_connector_tasks": envint("MILLRACE_DEFAULT_MAX_CONNECTOR_TASKS", 50, minimum=1),
+    # Authenticated connections of a tenant on each broker.
+    "max_connections": envint("MILLRACE_DEFAULT_MAX_CONNECTIONS", 1000, minimum=1),
 }
 # Replication factor bounds while no broker has registered yet; afterwards live brokers
 # bound it. New topics default to min(default, live brokers).
@@ -416,6 +419,16 @@ MILLRACE_BROKER_CLIENT_REPORT_SECONDS = envint(
     "MILLRACE_BROKER_CLIENT_REPORT_SECONDS", 60, minimum=1
 )
 MILLRACE_CLIENT_VERSIONS_KEEP_DAYS = envint("MILLRACE_CLIENT_VERSIONS_KEEP_DAYS", 30, minimum=1)
+# Usage metering (docs/usage.md): brokers count and report every so often; off only for a
+# benchmark's baseline.
+MILLRACE_BROKER_METERING = envbool("MILLRACE_BROKER_METERING", True)
+MILLRACE_BROKER_USAGE_REPORT_SECONDS = envint("MILLRACE_BROKER_USAGE_REPORT_SECONDS", 60, minimum=1)
+# The control plane sums reports into hourly rows every so often (and when asked); raw
+# reports are kept this many days after their hour (late ones are summed in), hourly
+# rows this many.
+MILLRACE_USAGE_AGGREGATE_SECONDS = envint("MILLRACE_USAGE_AGGREGATE_SECONDS", 300, minimum=1)
+MILLRACE_USAGE_RAW_DAYS = envint("MILLRACE_USAGE_RAW_DAYS", 3, minimum=1)
+MILLRACE_USAGE_KEEP_DAYS = envint("MILLRACE_USAGE_KEEP_DAYS", 400, minimum=1)
 # Transactions, with Kafka's names and defaults: the longest transaction.timeout.ms a
 # producer may ask for, and how often coordinators abort transactions open for longer
 # than their timeout.

@@ -11,21 +11,25 @@ from django.views.decorators.http import require_POST
 
 from control_plane.core.errors import ServiceError
 from control_plane.tenancy import services as tenancy_services
-from control_plane.tenancy.models import Tenant
+from control_plane.tenancy.models import Plan, Tenant
 from frontend.cluster import _actor, _page, operator_view
 
 
 @operator_view
 def tenant_list(request: HttpRequest) -> HttpResponse:
     tenants = (
-        Tenant.objects.select_related("deletion")
+        Tenant.objects.select_related("deletion", "plan")
         .annotate(
             partitions_in_use=Sum("topics__partition_count"),
             member_count=Count("memberships", distinct=True),
         )
         .order_by("slug")
     )
-    return _page(request, "frontend/operators_tenants.html", {"tenants": tenants})
+    return _page(
+        request,
+        "frontend/operators_tenants.html",
+        {"tenants": tenants, "plans": Plan.objects.order_by("slug")},
+    )
 
 
 @require_POST

@@ -22,7 +22,15 @@ from frontend.console import Page, form_errors, member_view
 def _render(page: Page, errors: dict[str, str] | None = None, status: int = 200) -> HttpResponse:
     return page.render(
         "frontend/tenant_settings.html",
-        {"errors": errors or {}, "may_delete": page.role == Role.OWNER},
+        {
+            "errors": errors or {},
+            "may_delete": page.role == Role.OWNER,
+            "retention_hours": (
+                f"{page.tenant.max_retention_ms / 3_600_000:g}"
+                if page.tenant.max_retention_ms
+                else None
+            ),
+        },
         status=status,
     )
 

@@ -15,8 +15,10 @@ from frontend import (
     onboarding,
     operators,
     overview,
+    plans,
     tenant_settings,
     topics,
+    usage,
     views,
 )
 
@@ -67,6 +69,10 @@ urlpatterns = [
     path("dev/mail/", accounts.dev_mail, name="dev-mail"),
     path("cluster/", cluster.cluster, name="cluster"),
     path("cluster/tenants/", operators.tenant_list, name="operators-tenants"),
+    path("cluster/tenants/<slug:slug>/plan/", plans.tenant_plan, name="operators-tenant-plan"),
+    path("cluster/plans/", plans.plan_list, name="operators-plans"),
+    path("cluster/usage/", usage.cluster_usage, name="operators-usage"),
+    path("cluster/plans/<slug:slug>/", plans.plan_edit, name="operators-plan"),
     path(
         "cluster/tenants/<slug:slug>/suspend/",
         operators.tenant_suspend,
@@ -114,6 +120,7 @@ urlpatterns = [
     path(T + "members/leave/", members.leave, name="leave"),
     path(T + "invitations/<int:pk>/revoke/", members.invitation_revoke, name="invitation-revoke"),
     path(T + "audit/", audit.audit_log, name="audit"),
+    path(T + "usage/", usage.tenant_usage, name="usage"),
     path(T + "settings/", tenant_settings.tenant_settings, name="tenant-settings"),
     path(T + "settings/delete/", tenant_settings.tenant_delete, name="tenant-delete"),
     path("deletions/<uuid:deletion_id>/", tenant_settings.deletion, name="deletion"),

@@ -100,6 +100,8 @@ ACL_NEEDS = CLUSTER_OBJECT_NEEDS
 CLIENT_QUOTA_NEEDS = {"list": Need(VIEWER, Operation.DESCRIBE_CONFIGS)}
 # Which client software and request versions connect: Describe on the cluster for keys.
 CLIENT_VERSION_NEEDS = {"list": CLUSTER_READ}
+# Metered usage (docs/usage.md): every member; a key with Describe on the cluster.
+USAGE_NEEDS = {"list": CLUSTER_READ}
 
 AUDIT_NEEDS = {
     "list": Need(ADMIN, Operation.DESCRIBE),

@@ -14,7 +14,7 @@ from control_plane.accounts.models import Invitation, InvitationStatus
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog.client_versions import api_name
 from control_plane.catalog.models import ClientVersion, Partition, Topic
-from control_plane.tenancy.models import ClientQuota, Membership, Role, Tenant
+from control_plane.tenancy.models import ClientQuota, Membership, Plan, Role, Tenant
 from data_plane.acl import Operation, PatternType, Permission, ResourceType
 from data_plane.protocol.compat import KAFKA4_MIN_VERSION
 from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
@@ -25,6 +25,9 @@ from data_plane.topic_config import TOPIC_CONFIGS, effective_configs
 class TenantSerializer(serializers.ModelSerializer):
     role = serializers.SerializerMethodField(help_text="the caller's role in this tenant")
     partitions_in_use = serializers.SerializerMethodField()
+    plan = serializers.SerializerMethodField(
+        help_text="the plan its limits come from (null: limits of its own)"
+    )
 
     class Meta:
         model = Tenant
@@ -43,6 +46,9 @@ class TenantSerializer(serializers.ModelSerializer):
             "suspension_reason",
             "reads_until",
             "deletion_requested_at",
+            "plan",
+            "max_connections",
+            "max_retention_ms",
             "role",
             "partitions_in_use",
         ]
@@ -51,6 +57,9 @@ class TenantSerializer(serializers.ModelSerializer):
     def get_role(self, tenant: Tenant) -> str | None:
         roles = self.context.get("roles", {})
         return roles.get(tenant.pk)
+
+    def get_plan(self, tenant: Tenant) -> str | None:
+        return tenant.plan.slug if tenant.plan_id else None
 
     def get_partitions_in_use(self, tenant: Tenant) -> int:
         return int(getattr(tenant, "partitions_in_use", 0) or 0)
@@ -105,6 +114,15 @@ class TenantLimitsMixin(serializers.Serializer):
     max_connector_tasks = serializers.IntegerField(
         min_value=1, required=False, help_text="the tenant's connectors' tasks.max, summed"
     )
+    max_connections = serializers.IntegerField(
+        min_value=1, required=False, help_text="authenticated connections on each broker"
+    )
+    max_retention_ms = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        allow_null=True,
+        help_text="the longest retention.ms a topic may have (null: no ceiling)",
+    )
 
 
 class TenantCreateSerializer(TenantLimitsMixin):
@@ -113,10 +131,60 @@ class TenantCreateSerializer(TenantLimitsMixin):
     owner = serializers.CharField(
         required=False, help_text="username of the first owner (defaults to the caller)"
     )
+    plan = serializers.CharField(
+        max_length=50, required=False, help_text="a plan's slug (default: the default plan)"
+    )
 
 
 class TenantUpdateSerializer(TenantLimitsMixin):
     name = serializers.CharField(max_length=200, required=False)
+    plan = serializers.CharField(
+        max_length=50, required=False, help_text="staff: move the tenant to this plan"
+    )
+
+
+PLAN_LIMIT_HELP = {
+    "max_partitions": "partitions of all topics together",
+    "max_storage_bytes": "bytes of partition logs on each broker",
+    "produce_byte_rate": "bytes per second produced",
+    "fetch_byte_rate": "bytes per second fetched",
+    "max_connections": "authenticated connections on each broker",
+    "max_connectors": "connectors in the tenant's Connect cluster",
+    "max_connector_tasks": "the tenant's connectors' tasks.max, summed",
+}
+
+
+class PlanSerializer(serializers.ModelSerializer):
+    tenants = serializers.IntegerField(
+        source="tenant_count", read_only=True, help_text="tenants on this plan"
+    )
+
+    class Meta:
+        model = Plan
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "is_default",
+            "max_partitions",
+            "max_storage_bytes",
+            "produce_byte_rate",
+            "fetch_byte_rate",
+            "max_connections",
+            "max_retention_ms",
+            "max_connectors",
+            "max_connector_tasks",
+            "tenants",
+            "created_at",
+        ]
+        read_only_fields = ["created_at", "tenants"]
+        extra_kwargs = {
+            **{name: {"help_text": text} for name, text in PLAN_LIMIT_HELP.items()},
+            "max_retention_ms": {"help_text": "the longest retention.ms (null: no ceiling)"},
+            "is_default": {"help_text": "the plan of tenants people create themselves"},
+            # Checked by the service (with its own messages), not by the model's validators.
+            "slug": {"validators": []},
+        }
 
 
 # --- members -----------------------------------------------------------------------------

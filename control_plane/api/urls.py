@@ -11,6 +11,7 @@ TENANT = r"tenants/(?P<tenant_slug>[a-z0-9-]+)"
 
 router = SimpleRouter()
 router.register("tenants", views.TenantViewSet, basename="tenant")
+router.register("plans", views.PlanViewSet, basename="plan")
 router.register("tenant-deletions", views.TenantDeletionViewSet, basename="tenant-deletion")
 router.register(f"{TENANT}/members", views.MembershipViewSet, basename="member")
 router.register(f"{TENANT}/invitations", views.InvitationViewSet, basename="invitation")
@@ -24,6 +25,7 @@ router.register(f"{TENANT}/consumer-groups", views.ConsumerGroupViewSet, basenam
 router.register(f"{TENANT}/audit-events", views.AuditEventViewSet, basename="audit-event")
 router.register(f"{TENANT}/client-quotas", views.ClientQuotaViewSet, basename="client-quota")
 router.register(f"{TENANT}/client-versions", views.ClientVersionViewSet, basename="client-version")
+router.register(f"{TENANT}/usage", views.UsageViewSet, basename="usage")
 router.register("brokers", cluster.BrokerViewSet, basename="broker")
 router.register("cluster/partitions", cluster.ClusterPartitionViewSet, basename="cluster-partition")
 router.register(
@@ -39,6 +41,7 @@ urlpatterns = [
     path("auth/tokens/", views.PersonalTokensView.as_view(), name="personal-tokens"),
     path("auth/tokens/<str:token_id>/", views.PersonalTokenView.as_view(), name="personal-token"),
     path("cluster/rebalance/", cluster.RebalanceView.as_view(), name="cluster-rebalance"),
+    path("usage/", views.ClusterUsageView.as_view(), name="cluster-usage"),
     # The data API (control_plane.streams): records over HTTP.
     re_path(
         rf"^{TENANT}/topics/(?P<topic_name>[^/]+)/records/$",

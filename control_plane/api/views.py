@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+from datetime import UTC, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import authenticate, login, logout
 from django.db.models import Sum
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import exceptions, mixins, permissions, status, viewsets
+from rest_framework import exceptions, mixins, permissions, renderers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -46,8 +49,10 @@ from control_plane.groups import services as group_services
 from control_plane.groups.models import ConsumerGroup, LagSample
 from control_plane.lifecycle import services as lifecycle
 from control_plane.lifecycle.models import TenantDeletion
+from control_plane.tenancy import plans
 from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import ClientQuota, Membership, Role, Tenant
+from control_plane.usage import services as usage_services
 from data_plane.acl import CLUSTER_RESOURCE_NAME, Operation, ResourceType
 
 TOPIC = ResourceType.TOPIC
@@ -95,7 +100,9 @@ class TenantViewSet(
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self) -> Any:
-        queryset = Tenant.objects.annotate(partitions_in_use=Sum("topics__partition_count"))
+        queryset = Tenant.objects.select_related("plan").annotate(
+            partitions_in_use=Sum("topics__partition_count")
+        )
         if getattr(self, "swagger_fake_view", False):
             return queryset.none()
         if isinstance(self.request.auth, ApiKey):
@@ -130,8 +137,14 @@ class TenantViewSet(
             return Response(self._render(tenant), status=status.HTTP_201_CREATED)
         owner_name = data.pop("owner", None)
         owner = tenancy_services.find_user(owner_name, field="owner") if owner_name else actor.user
+        plan_slug = data.pop("plan", None)
         tenant = tenancy_services.create_tenant(
-            actor, slug=data.pop("slug"), name=data.pop("name"), owner=owner, limits=data
+            actor,
+            slug=data.pop("slug"),
+            name=data.pop("name"),
+            owner=owner,
+            limits=data,
+            plan=plans.find_plan(plan_slug) if plan_slug else None,
         )
         return Response(self._render(tenant), status=status.HTTP_201_CREATED)
 
@@ -146,7 +159,14 @@ class TenantViewSet(
         if not actor.is_staff and tenancy_services.role_of(actor.user, tenant) != Role.OWNER:
             raise exceptions.PermissionDenied("changing a tenant needs the owner role")
         name = data.pop("name", None)
-        tenant = tenancy_services.update_tenant(actor, tenant, name=name, limits=data)
+        plan_slug = data.pop("plan", None)
+        tenant = tenancy_services.update_tenant(
+            actor,
+            tenant,
+            name=name,
+            limits=data,
+            plan=plans.find_plan(plan_slug) if plan_slug else None,
+        )
         return Response(self._render(tenant))
 
     def destroy(self, request: Request, slug: str) -> Response:
@@ -204,6 +224,59 @@ class TenantViewSet(
             pk=tenant.pk
         )
         return s.TenantSerializer(tenant, context=self.get_serializer_context()).data
+
+
+class PlanViewSet(viewsets.ModelViewSet):
+    """Plans: named limits operators define and assign to tenants (docs/accounts.md).
+    Anyone signed in reads them; operators (staff) create, change and delete them."""
+
+    serializer_class = s.PlanSerializer
+    lookup_field = "slug"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self) -> Any:
+        return plans.plans_with_counts()
+
+    def _limits(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {k: data[k] for k in tenancy_services.PLAN_LIMITS if k in data}
+
+    def create(self, request: Request) -> Response:
+        serializer = s.PlanSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        plan = plans.create_plan(
+            request_actor(request),
+            slug=data["slug"],
+            name=data["name"],
+            description=data.get("description", ""),
+            is_default=data.get("is_default", False),
+            limits=self._limits(data),
+        )
+        return Response(self._render(plan), status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, slug: str) -> Response:
+        plan = self.get_object()
+        serializer = s.PlanSerializer(plan, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if "slug" in data and data["slug"] != plan.slug:
+            raise InvalidInput("a plan's slug does not change", field="slug")
+        plan = plans.update_plan(
+            request_actor(request),
+            plan,
+            name=data.get("name"),
+            description=data.get("description"),
+            is_default=data.get("is_default"),
+            limits=self._limits(data),
+        )
+        return Response(self._render(plan))
+
+    def destroy(self, request: Request, slug: str) -> Response:
+        plans.delete_plan(request_actor(request), self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _render(self, plan: Any) -> dict[str, Any]:
+        return s.PlanSerializer(plans.plans_with_counts().get(pk=plan.pk)).data
 
 
 @extend_schema_view(
@@ -784,6 +857,112 @@ class ClientVersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     queryset = ClientVersion.objects.order_by("-last_seen", "api_key", "api_version")
     serializer_class = s.ClientVersionSerializer
     needs = policy.CLIENT_VERSION_NEEDS
+
+
+# --- usage ---------------------------------------------------------------------------------
+
+
+class CSVRenderer(renderers.BaseRenderer):
+    """``?format=csv`` (or ``Accept: text/csv``): the view hands over the text."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(
+        self, data: Any, accepted_media_type: Any = None, renderer_context: Any = None
+    ) -> Any:
+        # An error answer (a dict) is sent as its JSON text.
+        return data if isinstance(data, str) else json.dumps(data)
+
+
+USAGE_PARAMS = [
+    OpenApiParameter("start", str, description="ISO 8601 time; default: 24 hours before end"),
+    OpenApiParameter("end", str, description="ISO 8601 time; default: now"),
+    OpenApiParameter(
+        "group_by",
+        str,
+        enum=usage_services.GROUPS,
+        description="default: topic (operators: tenant)",
+    ),
+    OpenApiParameter("format", str, enum=["json", "csv"], description="csv: every hourly row"),
+]
+
+
+def _usage_answer(
+    request: Request, tenants: list[Tenant] | None, default_group: str, allowed: tuple[str, ...]
+) -> Response:
+    start = _when(request.query_params.get("start"), "start")
+    end = _when(request.query_params.get("end"), "end")
+    start, end = usage_services.period(start, end)
+    if end <= start:
+        raise InvalidInput("end must be after start", field="end")
+    if end - start > timedelta(days=400):
+        raise InvalidInput("at most 400 days at a time", field="start")
+    if request.accepted_renderer.format == "csv":
+        tenant = tenants[0] if tenants else None
+        text = usage_services.to_csv(usage_services.detail(tenant, start, end))
+        name = f"usage-{tenant.slug if tenant else 'all'}-{start:%Y%m%dT%H}-{end:%Y%m%dT%H}.csv"
+        return Response(text, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    group_by = request.query_params.get("group_by", default_group)
+    if group_by not in allowed:
+        raise InvalidInput(f"one of {', '.join(allowed)}", field="group_by")
+    rows = usage_services.usage(tenants, start, end, group_by)
+    return Response(
+        {
+            "start": start.isoformat(),
+            "end": end.isoformat(),
+            "group_by": group_by,
+            "rows": rows,
+            "totals": usage_services.totals(rows),
+        }
+    )
+
+
+def _when(value: str | None, field: str) -> Any:
+    if not value:
+        return None
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise InvalidInput("an ISO 8601 time, e.g. 2026-12-01T00:00:00Z", field=field)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@tenant_scoped
+@extend_schema_view(list=extend_schema(parameters=USAGE_PARAMS, responses=OpenApiTypes.OBJECT))
+class UsageViewSet(TenantScopedViewSet):
+    """The tenant's metered usage per hour (docs/usage.md): by topic (bytes and records
+    produced and fetched, storage GB-hours, partition-hours), by principal (chargeback per
+    service account), or by hour; ``format=csv`` exports every hourly row."""
+
+    needs = policy.USAGE_NEEDS
+    pagination_class = None
+    renderer_classes = [renderers.JSONRenderer, CSVRenderer]
+
+    def list(self, request: Request, tenant_slug: str) -> Response:
+        return _usage_answer(request, [self.access.tenant], "topic", ("topic", "principal", "hour"))
+
+
+class ClusterUsageView(APIView):
+    """Operators: every tenant's metered usage (``group_by`` tenant, topic, principal or
+    hour), or every hourly row as CSV."""
+
+    renderer_classes = [renderers.JSONRenderer, CSVRenderer]
+
+    @extend_schema(parameters=USAGE_PARAMS, responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        if not request_actor(request).is_staff:
+            raise exceptions.PermissionDenied("only operators (staff) see every tenant's usage")
+        return _usage_answer(request, None, "tenant", usage_services.GROUPS)
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request) -> Response:
+        """Sum the brokers' reports into hourly rows now (the beat does it every
+        MILLRACE_USAGE_AGGREGATE_SECONDS)."""
+        if not request_actor(request).is_staff:
+            raise exceptions.PermissionDenied("only operators (staff) aggregate usage")
+        run = usage_services.aggregate()
+        return Response({"hours": run.hours, "rows": run.rows, "seconds": round(run.seconds, 3)})
 
 
 # --- audit ---------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ def tenant_info(t: Tenant) -> TenantInfo:
         tenant_client_quotas(t.client_quotas.all()),
         suspended=t.suspension_reason if t.suspended_at is not None else None,
         reads_until_ms=int(t.reads_until.timestamp() * 1000) if t.reads_until else 0,
+        max_connections=t.max_connections,
+        max_retention_ms=t.max_retention_ms,
     )
 
 

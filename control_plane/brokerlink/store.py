@@ -9,6 +9,7 @@ from control_plane.brokerlink.groups import DjangoGroupStore
 from control_plane.brokerlink.metadata import DjangoMetadataSource
 from control_plane.brokerlink.registry import DjangoBrokerRegistry
 from control_plane.brokerlink.transactions import DjangoTransactionStore
+from control_plane.brokerlink.usage import DjangoUsageReports
 
 
 class DjangoMetadataStore(
@@ -19,6 +20,7 @@ class DjangoMetadataStore(
     DjangoGroupStore,
     DjangoClientReports,
     DjangoTransactionStore,
+    DjangoUsageReports,
 ):
     """:class:`data_plane.broker.ports.MetadataStore` over the Django models.
 

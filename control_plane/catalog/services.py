@@ -91,6 +91,23 @@ def _validated_configs(configs: Mapping[str, object], replication_factor: int) -
         raise InvalidInput(exc.message, field=f"configs.{exc.key}") from None
 
 
+def _check_retention(tenant: Tenant, configs: Mapping[str, object]) -> None:
+    """A retention.ms set on a topic stays within the tenant's plan's ceiling (topics
+    without one get the default, which brokers cap at the ceiling)."""
+    ceiling = tenant.max_retention_ms
+    value = configs.get("retention.ms")
+    if ceiling is None or value is None:
+        return
+    retention = int(str(value))
+    if retention < 0 or retention > ceiling:
+        asked = "unlimited retention (-1)" if retention < 0 else str(retention)
+        raise InvalidInput(
+            f"retention.ms may be at most {ceiling} in this tenant (its plan's ceiling), "
+            f"not {asked}",
+            field="configs.retention.ms",
+        )
+
+
 def _live_slots() -> list[BrokerSlot]:
     live = Broker.objects.live(settings.MILLRACE_BROKER_LEASE_SECONDS).filter(decommissioning=False)
     return [BrokerSlot(b.id, b.rack or None) for b in live.order_by("id")]
@@ -268,6 +285,7 @@ def create_topic(
     parsed = _validated_configs(configs or {}, replication_factor)
 
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+    _check_retention(tenant, parsed)
     if Topic.objects.filter(tenant=tenant, name=name).exists():
         raise AlreadyExists(f"topic {name!r} already exists", field="name")
     collision = (
@@ -313,6 +331,8 @@ def alter_topic_configs(actor: Actor, topic: Topic, changes: Mapping[str, object
         else:
             merged[key] = value
     parsed = _validated_configs(merged, topic.replication_factor)
+    if changes.get("retention.ms") is not None:
+        _check_retention(topic.tenant, parsed)
     topic.configs = parsed
     topic.save(update_fields=["configs", "updated_at"])
     _topic_changed(

@@ -13,8 +13,8 @@ then hands the rest to a Celery job (``tasks.delete_tenant``), which runs ``STEP
 * ``groups`` and ``transactions``: the committed offsets and transaction state;
 * ``connect``: the tenant's directory under the Connect file root;
 * ``tenant``: the tenant's row and everything still hanging off it (service accounts,
-  ACLs, client quotas, samples), with a last audit event. The audit trail stays: events
-  keep the tenant's slug when the tenant row goes;
+  ACLs, client quotas, samples, metered usage), with a last audit event. The audit
+  trail stays: events keep the tenant's slug when the tenant row goes;
 * ``brokers``: wait until every live broker has dropped the tenant (a broker that is
   down deletes the logs of topics it no longer finds when it starts).
 
@@ -52,6 +52,7 @@ from control_plane.lifecycle.models import STEPS, DeletionState, TenantDeletion
 from control_plane.tenancy.models import Membership, Role, Tenant
 from control_plane.tenancy.services import role_of, tenant_snapshot
 from control_plane.transactions.models import PendingTxnOffset, TransactionState
+from control_plane.usage import services as usage_services
 from data_plane.internal_auth import CONNECT_TOPICS
 
 logger = logging.getLogger("millrace.lifecycle")
@@ -346,6 +347,7 @@ def _step_tenant(run: _Run) -> None:
             before={"deletion": str(run.deletion.pk)},
         )
         notify_metadata_changed("tenant.deleted", tenant=tenant.pk)
+        usage_services.forget_tenant(tenant.pk)  # its hourly rows go with its row
         tenant.delete()
         return True
 

@@ -40,6 +40,47 @@ def default_max_connector_tasks() -> int:
     return _default_limit("max_connector_tasks")
 
 
+def default_max_connections() -> int:
+    return _default_limit("max_connections")
+
+
+class Plan(models.Model):
+    """A set of limits operators define and assign to tenants (docs/accounts.md, "Plans").
+
+    Assigning a plan copies its limits into the tenant, where brokers and services enforce
+    them; changing a plan changes every tenant on it at once (no restart: brokers get the
+    tenants' metadata). The default plan is what tenants people create themselves get.
+    """
+
+    slug = models.SlugField(max_length=50, unique=True, validators=[SLUG_VALIDATOR])
+    name = models.CharField(max_length=100)
+    description = models.CharField(max_length=300, blank=True, default="")
+    is_default = models.BooleanField(default=False)
+    max_partitions = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    max_storage_bytes = models.PositiveBigIntegerField(validators=[MinValueValidator(1)])
+    produce_byte_rate = models.PositiveBigIntegerField(validators=[MinValueValidator(1)])
+    fetch_byte_rate = models.PositiveBigIntegerField(validators=[MinValueValidator(1)])
+    max_connections = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    # The longest retention.ms a topic may have (None: no ceiling).
+    max_retention_ms = models.PositiveBigIntegerField(null=True, blank=True)
+    max_connectors = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    max_connector_tasks = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"],
+                condition=models.Q(is_default=True),
+                name="plan_one_default",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
 class Tenant(models.Model):
     """A team's virtual cluster: every topic, group and key name resolves inside one.
 
@@ -66,6 +107,18 @@ class Tenant(models.Model):
     )
     max_connector_tasks = models.PositiveIntegerField(
         default=default_max_connector_tasks, validators=[MinValueValidator(1)]
+    )
+    # Authenticated connections on each broker (and at most the broker's own
+    # max_connections_per_tenant).
+    max_connections = models.PositiveIntegerField(
+        default=default_max_connections, validators=[MinValueValidator(1)]
+    )
+    # The longest retention.ms its topics may have (None: no ceiling); brokers also cap
+    # the retention they apply to it, so a lower ceiling takes effect on existing topics.
+    max_retention_ms = models.PositiveBigIntegerField(null=True, blank=True)
+    # The plan its limits came from (None: limits set one by one, or no plan).
+    plan = models.ForeignKey(
+        Plan, null=True, blank=True, on_delete=models.PROTECT, related_name="tenants"
     )
     # Partitions of topics created without a count (Kafka's num.partitions); None: the
     # deployment's MILLRACE_DEFAULT_PARTITIONS.

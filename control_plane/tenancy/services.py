@@ -23,7 +23,14 @@ from control_plane.core.errors import (
     NotPermitted,
 )
 from control_plane.core.notify import notify_metadata_changed
-from control_plane.tenancy.models import SLUG_VALIDATOR, ClientQuota, Membership, Role, Tenant
+from control_plane.tenancy.models import (
+    SLUG_VALIDATOR,
+    ClientQuota,
+    Membership,
+    Plan,
+    Role,
+    Tenant,
+)
 from data_plane import client_quotas
 
 LIMIT_FIELDS = (
@@ -34,20 +41,35 @@ LIMIT_FIELDS = (
     "default_partitions",
     "max_connectors",
     "max_connector_tasks",
+    "max_connections",
+    "max_retention_ms",
 )
-NULLABLE_LIMITS = {"default_partitions"}  # None: the deployment's default
+# None: the deployment's default partition count; no retention ceiling.
+NULLABLE_LIMITS = {"default_partitions", "max_retention_ms"}
+# What a plan sets (every limit but the tenant's own default partition count).
+PLAN_LIMITS = tuple(f for f in LIMIT_FIELDS if f != "default_partitions")
 
 
 def tenant_snapshot(tenant: Tenant) -> dict[str, Any]:
     return {
         "slug": tenant.slug,
         "name": tenant.name,
+        "plan": tenant.plan.slug if tenant.plan_id else None,
         **{field: getattr(tenant, field) for field in LIMIT_FIELDS},
     }
 
 
 def membership_snapshot(membership: Membership) -> dict[str, Any]:
     return {"user": membership.user.get_username(), "role": membership.role}
+
+
+def is_operator(actor: Actor) -> bool:
+    """Staff, or the system itself (management commands, jobs)."""
+    return actor.is_staff or (actor.user is None and actor.api_key is None)
+
+
+def plan_limits(plan: Plan) -> dict[str, int | None]:
+    return {field: getattr(plan, field) for field in PLAN_LIMITS}
 
 
 def role_of(user: AbstractBaseUser | None, tenant: Tenant) -> str | None:
@@ -58,9 +80,13 @@ def role_of(user: AbstractBaseUser | None, tenant: Tenant) -> str | None:
     return membership.role if membership else None
 
 
-def _check_limits(limits: dict[str, int | None], tenant: Tenant | None = None) -> None:
+def check_limits(
+    limits: dict[str, int | None],
+    tenant: Tenant | None = None,
+    fields: tuple[str, ...] = LIMIT_FIELDS,
+) -> None:
     for field, value in limits.items():
-        if field not in LIMIT_FIELDS:
+        if field not in fields:
             raise InvalidInput(f"unknown limit {field!r}", field=field)
         if value is None and field in NULLABLE_LIMITS:
             continue
@@ -83,21 +109,24 @@ def create_tenant(
     name: str,
     owner: AbstractBaseUser | None = None,
     limits: dict[str, int | None] | None = None,
+    plan: Plan | None = None,
 ) -> Tenant:
-    """Create a tenant (operators only); ``owner`` becomes its first owner."""
+    """Create a tenant (operators only); ``owner`` becomes its first owner. Its limits
+    are ``plan``'s (the default plan's when neither a plan nor limits are given), then
+    ``limits`` one by one."""
     if actor.api_key is not None or (actor.user is not None and not actor.is_staff):
         raise NotPermitted("only operators (staff) can create tenants")
-    return _create_tenant(actor, slug=slug, name=name, owner=owner, limits=limits)
+    return _create_tenant(actor, slug=slug, name=name, owner=owner, limits=limits, plan=plan)
 
 
 @transaction.atomic
 def create_own_tenant(actor: Actor, *, slug: str, name: str) -> Tenant:
-    """A signed-in person creates a tenant with the deployment's default limits and
-    becomes its owner. Who may, and how many, is the caller's to check (the accounts
-    app: a verified address, within the plan)."""
+    """A signed-in person creates a tenant on the default plan (the deployment's default
+    limits when there is none) and becomes its owner. Who may, and how many, is the
+    caller's to check (the accounts app: a verified address, within the limit)."""
     if actor.api_key is not None or actor.user is None:
         raise NotPermitted("only a signed-in person can create a tenant of their own")
-    return _create_tenant(actor, slug=slug, name=name, owner=actor.user, limits=None)
+    return _create_tenant(actor, slug=slug, name=name, owner=actor.user, limits=None, plan=None)
 
 
 def _create_tenant(
@@ -107,6 +136,7 @@ def _create_tenant(
     name: str,
     owner: AbstractBaseUser | None,
     limits: dict[str, int | None] | None,
+    plan: Plan | None,
 ) -> Tenant:
     try:
         SLUG_VALIDATOR(slug)
@@ -115,12 +145,18 @@ def _create_tenant(
     if not name.strip():
         raise InvalidInput("name must not be empty", field="name")
     limits = limits or {}
-    _check_limits(limits)
+    if plan is None and not limits:
+        plan = Plan.objects.filter(is_default=True).first()
+    if plan is not None:
+        limits = {**plan_limits(plan), **limits}
+    check_limits(limits)
     if Tenant.objects.filter(slug=slug).exists():
         raise AlreadyExists(f"a tenant with slug {slug!r} already exists", field="slug")
+    # Limits set one by one beside the plan's make the tenant's limits its own.
+    kept = plan if plan is not None and limits == plan_limits(plan) else None
     try:
         with transaction.atomic():
-            tenant = Tenant.objects.create(slug=slug, name=name.strip(), **limits)
+            tenant = Tenant.objects.create(slug=slug, name=name.strip(), plan=kept, **limits)
     except IntegrityError:
         raise AlreadyExists(f"a tenant with slug {slug!r} already exists", field="slug") from None
     notify_metadata_changed("tenant.created", tenant=tenant.pk)
@@ -145,16 +181,35 @@ def update_tenant(
     *,
     name: str | None = None,
     limits: dict[str, int | None] | None = None,
+    plan: Plan | None = None,
 ) -> Tenant:
-    """Rename (owners) or change limits (operators only)."""
+    """Rename (owners), or assign a plan or change limits (operators only): a plan's
+    limits are copied in, then ``limits``; a tenant whose limits then differ from its
+    plan's has limits of its own (``plan`` None). Brokers apply the change at once."""
     tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
     before = tenant_snapshot(tenant)
+    if plan is not None:
+        if not is_operator(actor):
+            raise NotPermitted("only operators (staff) assign plans")
+        for field, value in plan_limits(plan).items():
+            setattr(tenant, field, value)
+        tenant.plan = plan
     if limits:
-        if not actor.is_staff:
+        if not is_operator(actor):
             raise NotPermitted("only operators (staff) can change tenant limits")
-        _check_limits(limits, tenant)
+        check_limits(limits, tenant)
         for field, value in limits.items():
             setattr(tenant, field, value)
+        if tenant.plan is not None and plan_limits(tenant.plan) != {
+            f: getattr(tenant, f) for f in PLAN_LIMITS
+        }:
+            tenant.plan = None  # its own limits now
+    if tenant.default_partitions is not None and tenant.default_partitions > tenant.max_partitions:
+        raise InvalidInput(
+            f"default_partitions ({tenant.default_partitions}) cannot exceed max_partitions "
+            f"({tenant.max_partitions})",
+            field="default_partitions",
+        )
     if name is not None:
         is_user = actor.user is not None or actor.api_key is not None
         if is_user and not actor.is_staff and role_of(actor.user, tenant) != Role.OWNER:
@@ -162,8 +217,15 @@ def update_tenant(
         if not name.strip():
             raise InvalidInput("name must not be empty", field="name")
         tenant.name = name.strip()
+    save_tenant_change(actor, tenant, before)
+    return tenant
+
+
+def save_tenant_change(actor: Actor, tenant: Tenant, before: dict[str, Any]) -> bool:
+    """Save the tenant if it differs from ``before`` (its snapshot), tell the brokers and
+    audit it; False (nothing written) when nothing changed."""
     if tenant_snapshot(tenant) == before:
-        return tenant  # nothing changed: no write, no event
+        return False
     tenant.save()
     notify_metadata_changed("tenant.updated", tenant=tenant.pk)
     record_event(
@@ -176,7 +238,7 @@ def update_tenant(
         before=before,
         after=tenant_snapshot(tenant),
     )
-    return tenant
+    return True
 
 
 def check_may_manage(actor: Actor, tenant: Tenant, *, role: str) -> None:

@@ -32,6 +32,9 @@ class BrokerConfig:
     maintenance_seconds: float = 30.0
     # How often the client software and request versions seen are reported to the store.
     client_report_seconds: float = 60.0
+    # Usage metering (``usage.py``): on, and how often the counts are reported.
+    metering: bool = True
+    usage_report_seconds: float = 60.0
     # Transactions (Kafka's transaction.max.timeout.ms and
     # transaction.abort.timed.out.transaction.cleanup.interval.ms).
     transaction_max_timeout_ms: int = 900_000

@@ -294,6 +294,8 @@ class Connection:
                 request.header.client_id or "",
                 self.tls,
             )
+            if not self.principal.broker:
+                self.broker.services.usage.request(self.principal.tenant_id, self.principal.name)
             handler = DISPATCH[key]
             started = time.perf_counter()
             try:

@@ -37,6 +37,8 @@ from data_plane import internal_auth
 from data_plane.acl import WILDCARD_HOST, WILDCARD_PRINCIPAL, AclBinding, InvalidAclBinding
 from data_plane.broker.client_versions import ClientUse
 from data_plane.broker.ports import AdminError, ScramCredentials
+from data_plane.broker.usage import FIELDS as USAGE_FIELDS
+from data_plane.broker.usage import UsageReport
 from data_plane.client_quotas import (
     ClientQuota,
     Entity,
@@ -190,6 +192,8 @@ class MemoryStore:
         self._pruned_through = 0  # changes up to this version are no longer in the log
         self.audit_events: list[dict[str, Any]] = []
         self._client_uses: dict[tuple[Any, ...], ClientUse] = {}
+        # (broker, incarnation, hour, tenant, topic, principal) -> (seq, values)
+        self._usage: dict[tuple[Any, ...], tuple[int, tuple[int, ...]]] = {}
         self._transactions: dict[tuple[int, str], TxnMetadata] = {}
         # Offsets of transactions not yet ended, by (tenant, group, producer id).
         self._staged_offsets: dict[tuple[int, str, int], dict[tuple[str, int], OffsetRecord]] = {}
@@ -1242,6 +1246,33 @@ class MemoryStore:
     def reported_clients(self, tenant_id: int) -> list[ClientUse]:
         with self._lock:
             return [u for k, u in sorted(self._client_uses.items()) if k[0] == tenant_id]
+
+    # --- usage ----------------------------------------------------------------------------
+
+    def report_usage(self, broker_id: int, report: UsageReport) -> None:
+        with self._lock:
+            for row in report.rows:
+                if row.tenant_id not in self._tenants:
+                    continue
+                key = (
+                    broker_id,
+                    report.incarnation,
+                    row.hour,
+                    row.tenant_id,
+                    row.topic_id,
+                    row.principal,
+                )
+                had = self._usage.get(key)
+                if had is None or had[0] < report.seq:
+                    self._usage[key] = (report.seq, row.values)
+
+    def usage_totals(self, tenant_id: int) -> dict[str, int]:
+        with self._lock:
+            sums = [0] * len(USAGE_FIELDS)
+            for key, (_, values) in self._usage.items():
+                if key[3] == tenant_id:
+                    sums = [a + b for a, b in zip(sums, values, strict=True)]
+            return dict(zip(USAGE_FIELDS, sums, strict=True))
 
     # --- consumer groups ------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
   consumer groups and committed offsets.
 * :class:`ClientReports`: which client software and request versions tenants use.
 * :class:`TransactionStore`: the transaction coordinators' state (Step 13).
+* :class:`UsageReports`: the tenants' metered usage (``data_plane.broker.usage``).
 
 :class:`MetadataStore` is all of them: what ``manage.py broker`` hands the broker.
 Implementations: the Django/Postgres adapters in ``control_plane.brokerlink`` and
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from data_plane.broker.client_versions import ClientUse
+from data_plane.broker.usage import UsageReport
 from data_plane.client_quotas import Entity
 from data_plane.groups.coordinator import GroupStore
 from data_plane.groups.model import OffsetRecord
@@ -44,6 +46,7 @@ __all__ = [
     "MetadataStore",
     "ScramCredentials",
     "TransactionStore",
+    "UsageReports",
 ]
 
 
@@ -283,6 +286,20 @@ class ClientReports(Protocol):
         ...
 
 
+class UsageReports(Protocol):
+    """The tenants' metered usage (``data_plane.broker.usage``), reported by each broker."""
+
+    def report_usage(self, broker_id: int, report: UsageReport) -> None:
+        """Store a report's rows: per (broker, incarnation, hour, tenant, topic, principal)
+        the values of the highest ``seq`` seen win, so a report stored twice, or one older
+        than what is stored, changes nothing. Rows of unknown tenants are left out."""
+        ...
+
+    def usage_totals(self, tenant_id: int) -> dict[str, int]:
+        """Every reported row of the tenant summed, by counter (``usage.FIELDS``)."""
+        ...
+
+
 class TransactionStore(Protocol):
     """The transaction coordinators' durable state (``data_plane.txn``), one value per
     tenant and transactional id; producer ids come from ``allocate_producer_ids``."""
@@ -351,6 +368,7 @@ class MetadataStore(
     GroupStore,
     ClientReports,
     TransactionStore,
+    UsageReports,
     Protocol,
 ):
     """Every port at once: what ``manage.py broker`` hands the broker."""

@@ -50,6 +50,7 @@ from data_plane.broker.ports import MetadataStore
 from data_plane.broker.quotas import ByteRateQuotas
 from data_plane.broker.txn_markers import BrokerMarkerWriter
 from data_plane.broker.txn_router import TransactionRouter
+from data_plane.broker.usage import LedPartition, Meter
 from data_plane.groups.consumer_group import ConsumerGroupCoordinator
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.log.config import LogConfig
@@ -105,6 +106,7 @@ class Broker:
         self.consumer_groups = ConsumerGroupCoordinator(self.groups, config.consumer_groups)
         self.metrics = BrokerMetrics()
         self.client_versions = ClientVersions()
+        self.usage = Meter(enabled=config.metering)
         self.replicas = ReplicaManager(
             config.replication(),
             self.logs,
@@ -150,6 +152,7 @@ class Broker:
             quotas=self.quotas,
             metrics=self.metrics,
             transactions=self.transactions,
+            usage=self.usage,
             consumer_protocol="consumer" in config.group_protocols,
             txn_router=self.txn_router,
         )
@@ -222,6 +225,7 @@ class Broker:
             asyncio.create_task(self.replicas.checkpoint_loop()),
             asyncio.create_task(self._loop_watch()),
             asyncio.create_task(self._report_clients_loop()),
+            asyncio.create_task(self._report_usage_loop()),
             asyncio.create_task(self._transactions_loop()),
         ]
         self._ready = True
@@ -413,6 +417,8 @@ class Broker:
         await self.consumer_groups.flush()
         with contextlib.suppress(Exception):  # the last counts: best effort, as on a crash
             await asyncio.wait_for(self.report_clients(), timeout=5)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.report_usage(), timeout=5)
         await asyncio.to_thread(self.replicas.stop)
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self.replicas.write_checkpoint)
@@ -526,10 +532,19 @@ class Broker:
             if topics is None or topics:
                 self.replicas.apply(snapshot, topics)
             recount = started - self._storage_counted >= STORAGE_RECOUNT_SECONDS
+            if topics is not None and change.tenants:
+                # A tenant's settings changed (its plan's retention ceiling among them):
+                # its open logs get their configs again.
+                topics = topics | {
+                    t.topic_id
+                    for tenant_id in change.tenants
+                    for t in snapshot.tenant_topics(tenant_id).values()
+                }
             if topics is None or topics or recount:
                 await asyncio.to_thread(self._reconcile_logs, snapshot, topics, recount)
             if change.full or any(t not in snapshot.tenants for t in change.tenants):
                 self.groups.forget_tenants(snapshot.tenants)  # a deleted tenant's groups
+                self.usage.forget_tenants(snapshot.tenants)
             self.applied_version = snapshot.version
 
     def _reconcile_logs(
@@ -573,7 +588,9 @@ class Broker:
         self._storage = storage
 
     def config_for(self, topic: TopicInfo) -> LogConfig:
-        return LogConfig.from_topic_configs(topic.configs, **self.config.extra_log_settings)
+        config = LogConfig.from_topic_configs(topic.configs, **self.config.extra_log_settings)
+        tenant = self.snapshot.tenants.get(topic.tenant_id)
+        return config.with_retention_ceiling(tenant.max_retention_ms if tenant else None)
 
     def _config_for_topic(self, topic_id: uuid.UUID) -> LogConfig:
         topic = self.snapshot.topic_by_id(topic_id)
@@ -704,6 +721,41 @@ class Broker:
             await asyncio.sleep(self.config.client_report_seconds)
             await self.report_clients()
 
+    # --- usage metering ------------------------------------------------------------------------
+
+    def led_partitions(self) -> list[LedPartition]:
+        """The partitions this broker leads, with their log sizes (the storage sample)."""
+        led = []
+        for tp in list(self.replicas.leaders):
+            topic = self.snapshot.topic_by_id(tp.topic_id)
+            log = self.logs.get(tp)
+            if topic is not None and log is not None and not log.closed:
+                led.append(
+                    LedPartition(topic.tenant_id, topic.topic_id, topic.name, log.size_bytes)
+                )
+        return led
+
+    async def report_usage(self) -> int:
+        """Sample storage, then hand the changed usage rows to the store; rows the store
+        did not take go again with the next report. Returns how many were reported."""
+        self.usage.sample(self.led_partitions())
+        report = self.usage.report()
+        if report is None:
+            return 0
+        try:
+            await self.call_store(self.store.report_usage, self.config.broker_id, report)
+        except Exception:
+            logger.warning("reporting usage failed; kept for the next report", exc_info=True)
+            return 0
+        self.usage.acknowledge(report)
+        return len(report.rows)
+
+    async def _report_usage_loop(self) -> None:
+        self.usage.sample(())  # starts the storage clock
+        while True:
+            await asyncio.sleep(self.config.usage_report_seconds)
+            await self.report_usage()
+
     # --- connections -------------------------------------------------------------------------
 
     async def _accept_tls(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -742,8 +794,13 @@ class Broker:
         conn.writer.transport.abort()
 
     def admit_tenant(self, tenant_id: int) -> bool:
-        """Count one more authenticated connection of ``tenant_id``; False over its limit."""
-        limit = self.config.max_connections_per_tenant
+        """Count one more authenticated connection of ``tenant_id``; False over its limit
+        (the broker's ``max_connections_per_tenant`` or the tenant's plan, the lower)."""
+        limits = [self.config.max_connections_per_tenant]
+        tenant = self.snapshot.tenants.get(tenant_id)
+        if tenant is not None:
+            limits.append(tenant.max_connections)
+        limit = min((n for n in limits if n), default=0)
         if limit and self._per_tenant[tenant_id] >= limit:
             return False
         self._per_tenant[tenant_id] += 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from data_plane.records.compression import Compression
@@ -53,6 +53,13 @@ class LogConfig:
         return not self.log_append_time and (
             self.timestamp_before_max_ms < INT64_MAX or self.timestamp_after_max_ms < INT64_MAX
         )
+
+    def with_retention_ceiling(self, ceiling_ms: int | None) -> LogConfig:
+        """This config with retention.ms at most ``ceiling_ms`` (a plan's ceiling): an
+        unlimited (-1) or longer retention becomes the ceiling."""
+        if ceiling_ms is None or 0 <= self.retention_ms <= ceiling_ms:
+            return self
+        return replace(self, retention_ms=ceiling_ms)
 
     @classmethod
     def from_topic_configs(cls, overrides: Mapping[str, Any], **extra: Any) -> LogConfig:

@@ -83,6 +83,11 @@ class TenantInfo:
     # ms), then they are closed.
     suspended: str | None = None
     reads_until_ms: int = 0
+    # The plan's limits brokers enforce besides the rates and storage above: authenticated
+    # connections on each broker (0: only the broker's own limit), and the longest
+    # retention its topics get (None: no ceiling).
+    max_connections: int = 0
+    max_retention_ms: int | None = None
 
     def suspension(self) -> str | None:
         """What a refused client is told, or None when the tenant is not suspended."""

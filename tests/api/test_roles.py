@@ -48,6 +48,7 @@ READS = [
     (f"{T}/audit-events/", "admin"),
     (f"{T}/invitations/", "admin"),
     (f"{T}/client-quotas/", "viewer"),
+    (f"{T}/usage/", "viewer"),
 ]
 RANK = ["viewer", "developer", "admin", "owner"]
 

@@ -41,6 +41,7 @@ def test_quick_broker_benchmark_prints_every_workload():
         "redis_streams_100b",
         "idle_partitions",
         "stalled_consumers",
+        "produce_100b_metering",
     ]
     backlog = rows[2]
     assert backlog["records"] == 400_000  # every produced record came back
@@ -48,5 +49,7 @@ def test_quick_broker_benchmark_prints_every_workload():
     assert rows[3]["records"] >= 200_000 and rows[4]["records"] >= 200_000
     for row in rows[5 : 5 + len(sarama)]:
         assert row["records"] == 200_000
-    assert rows[-2]["broker_rss_mb"] > 0
-    assert rows[-1]["rss_stalled_mb"] > 0
+    assert rows[-3]["broker_rss_mb"] > 0
+    assert rows[-2]["rss_stalled_mb"] > 0
+    metering = rows[-1]
+    assert metering["metering_on_records_per_s"] > 0 and metering["ratio"] > 0

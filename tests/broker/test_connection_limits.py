@@ -131,6 +131,98 @@ def test_connections_per_tenant_are_capped_and_other_tenants_are_not_affected(li
         c.close()
 
 
+def _logins(env, key, count: int) -> tuple[list[RawClient], str | None]:
+    """Up to ``count`` logged-in connections; stops at the first refusal (its message)."""
+    clients: list[RawClient] = []
+    for _ in range(count):
+        c = RawClient(env)
+        assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        token = b"\x00" + key.key_id.encode() + b"\x00" + key.secret.encode()
+        answer = c.request(SASL_AUTH, 2, {"auth_bytes": token})
+        if answer["error_code"] != 0:
+            c.close()
+            return clients, answer["error_message"]
+        clients.append(c)
+    return clients, None
+
+
+def test_a_plans_connection_limit_and_retention_ceiling_apply_without_a_restart(
+    limited, django_db_blocker
+):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from control_plane.core.actor import Actor
+    from control_plane.core.notify import notify_metadata_changed
+    from control_plane.tenancy import plans
+    from control_plane.tenancy import services as tenancy_services
+    from control_plane.tenancy.models import Plan, Tenant
+    from tests.broker.test_lifecycle import committed
+
+    operator = Actor.system()
+    limits = {
+        "max_partitions": 100,
+        "max_storage_bytes": 2**30,
+        "produce_byte_rate": 2**20,
+        "fetch_byte_rate": 2**20,
+        "max_connections": 2,
+        "max_retention_ms": 3_600_000,
+        "max_connectors": 1,
+        "max_connector_tasks": 1,
+    }
+    slug = f"small-{topic_name('p')[-6:]}"
+
+    def assign():
+        plan = plans.create_plan(operator, slug=slug, name="Small", limits=limits)
+        tenant = Tenant.objects.get(slug=limited.tenant_b)
+        tenancy_services.update_tenant(operator, tenant, plan=plan)
+        return plan
+
+    plan = committed(django_db_blocker, assign)
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # the broker learns the tenant's new limits within a moment
+            clients, refused = _logins(limited, limited.admin_b, 3)
+            for c in clients:
+                c.close()
+            if refused is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert len(clients) == 2 and "connection limit" in (refused or "")
+        # A topic may not keep data longer than the plan allows (over the Kafka protocol).
+        admin = AdminClient(confluent_conf(limited, limited.admin_b))
+        name = topic_name("ceiling")
+        futures = admin.create_topics([NewTopic(name, 1, 1, config={"retention.ms": "-1"})])
+        with pytest.raises(Exception, match="at most 3600000"):
+            futures[name].result(timeout=20)
+        fine = admin.create_topics([NewTopic(name, 1, 1, config={"retention.ms": "600000"})])
+        fine[name].result(timeout=20)
+        # An upgrade: the plan allows four; the next connections get in, no restart.
+        committed(
+            django_db_blocker,
+            lambda: plans.update_plan(operator, plan, limits={"max_connections": 4}),
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            clients, refused = _logins(limited, limited.admin_b, 3)
+            for c in clients:
+                c.close()
+            if refused is None or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert refused is None and len(clients) == 3
+    finally:
+
+        def restore():
+            tenant = Tenant.objects.get(slug=limited.tenant_b)
+            Tenant.objects.filter(pk=tenant.pk).update(
+                plan=None, max_connections=1000, max_retention_ms=None
+            )
+            notify_metadata_changed("tenant.updated", tenant=tenant.pk)
+            Plan.objects.filter(slug=slug).delete()
+
+        committed(django_db_blocker, restore)
+
+
 def test_real_clients_work_within_the_limits(limited):
     from confluent_kafka import Producer
 

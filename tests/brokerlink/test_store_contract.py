@@ -770,6 +770,31 @@ def test_refused_and_validate_only_client_quotas_change_nothing(world: World) ->
     assert _quotas(store, acme) == {alice: {"producer_byte_rate": 10.0}}
 
 
+def test_usage_reports_keep_the_newest_totals_per_broker_process(world: World) -> None:
+    from data_plane.broker.usage import Meter
+
+    a = world.tenant(f"use-{uuid.uuid4().hex[:6]}")
+    topic = uuid.uuid4()
+    at = 1_790_000_000.0
+    one, other = Meter(clock=lambda: at), Meter(clock=lambda: at)
+    one.produced(a, topic, "orders", "User:app", 100, 1)
+    first = one.report()
+    one.produced(a, topic, "orders", "User:app", 50, 1)
+    one.produced(999_999, topic, "orders", "User:app", 9, 1)  # an unknown tenant
+    second = one.report()
+    assert first is not None and second is not None
+    world.store.report_usage(1, second)
+    world.store.report_usage(1, first)  # older: changes nothing
+    world.store.report_usage(1, second)  # again: changes nothing
+    other.fetched(a, topic, "orders", "User:bi", 70, 2)  # another process of broker 1
+    later = other.report()
+    assert later is not None
+    world.store.report_usage(1, later)
+    totals = world.store.usage_totals(a)
+    assert (totals["produce_bytes"], totals["fetch_bytes"], totals["fetch_records"]) == (150, 70, 2)
+    assert world.store.usage_totals(999_999)["produce_bytes"] == 0
+
+
 def test_client_reports_add_up_per_identity_and_version(world: World) -> None:
     from data_plane.broker.client_versions import ClientUse
 

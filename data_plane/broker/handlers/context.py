@@ -16,7 +16,7 @@ import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict, TypeVar
 
 from data_plane import client_quotas, internal_auth
@@ -30,6 +30,7 @@ from data_plane.acl import (
 from data_plane.broker.metrics import BrokerMetrics
 from data_plane.broker.ports import Admin
 from data_plane.broker.quotas import ByteRateQuotas
+from data_plane.broker.usage import Meter
 from data_plane.groups.consumer_group import ConsumerGroupCoordinator, Resolved, Resolver
 from data_plane.groups.coordinator import GroupCoordinator
 from data_plane.metadata.model import BrokerInfo, MetadataSnapshot, Principal, TopicInfo
@@ -129,6 +130,7 @@ class Services:
     quotas: ByteRateQuotas
     metrics: BrokerMetrics
     transactions: TransactionCoordinator
+    usage: Meter = field(default_factory=Meter)  # usage metering (docs/usage.md)
     # Whether members may join with the consumer protocol (ConsumerGroupHeartbeat).
     consumer_protocol: bool = False
     txn_router: TxnRouter | None = None  # None: transactions V2's implicit adds refused

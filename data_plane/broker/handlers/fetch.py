@@ -120,7 +120,7 @@ async def handle_fetch(ctx: RequestContext, req: bodies.FetchRequest) -> bodies.
                     entry["current_leader"] = leader
     throttle = 0
     if replica < 0:  # replication is not a tenant's consumption
-        _count_consumed(ctx, responses)
+        _count_consumed(ctx, entries, wanted)
         throttle = record_bytes(ctx, "fetch", total)
     elif total:
         svc.metrics.replication_bytes_out.inc(total)
@@ -152,14 +152,27 @@ def _down_convert(
             ctx.services.metrics.format_conversions.labels("down").inc()
 
 
-def _count_consumed(ctx: RequestContext, responses: list[bodies.FetchResponseResponses]) -> None:
-    metrics = ctx.services.metrics
-    for t in responses:
-        for p in t["partitions"]:
-            found = p["records"]
-            if isinstance(found, FileSlice) and found.length:
-                records = max(0, found.next_offset - found.first_offset)
-                metrics.consumed(ctx.principal.tenant_slug, t["topic"], found.length, records)
+def _count_consumed(
+    ctx: RequestContext,
+    entries: list[bodies.FetchResponsePartitions],
+    wanted: list[FetchPartition],
+) -> None:
+    """The records sent, in the broker's metrics and in the tenant's metered usage."""
+    svc, principal = ctx.services, ctx.principal
+    for entry, want in zip(entries, wanted, strict=True):
+        found = entry["records"]
+        if isinstance(found, FileSlice) and found.length:
+            records = max(0, found.next_offset - found.first_offset)
+            topic = want.topic
+            svc.metrics.consumed(principal.tenant_slug, topic.name, found.length, records)
+            svc.usage.fetched(
+                principal.tenant_id,
+                topic.topic_id,
+                topic.name,
+                principal.name,
+                found.length,
+                records,
+            )
 
 
 # The APIs this module serves, by their message definitions' keys.

@@ -129,6 +129,14 @@ async def handle_produce(
                     svc.metrics.produced(
                         ctx.principal.tenant_slug, topic.name, len(records), info.records
                     )
+                    svc.usage.produced(
+                        tenant_id,
+                        topic.topic_id,
+                        topic.name,
+                        ctx.principal.name,
+                        len(records),
+                        info.records,
+                    )
     throttle = record_bytes(ctx, "produce", total_bytes)
     if acks == 0:
         if throttle:

@@ -110,6 +110,14 @@ from data_plane.connect.data import (
     struct_schema,
 )
 
+# What a CREATE TABLE IF NOT EXISTS raises when another task creates the table at the same
+# moment: the table's name, its row type or its index's entry meets the other's.
+_CREATED_MEANWHILE = (
+    psycopg.errors.UniqueViolation,
+    psycopg.errors.DuplicateTable,
+    psycopg.errors.DuplicateObject,
+)
+
 logger = logging.getLogger(__name__)
 
 INSERT_MODES = ("insert", "upsert", "update")
@@ -1074,7 +1082,7 @@ class PostgresSinkTask(SinkTask):
         logger.info("%s: %s", self.name, statement)
         try:
             conn.execute(statement)
-        except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+        except _CREATED_MEANWHILE:
             pass  # another task created it at the same moment
 
     def _add_columns(
@@ -1207,7 +1215,7 @@ class PostgresSinkTask(SinkTask):
                 'topic text NOT NULL, "partition" integer NOT NULL, next_offset bigint NOT NULL, '
                 'PRIMARY KEY (connector, topic, "partition"))'
             )
-        except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+        except _CREATED_MEANWHILE:
             pass  # another task created it at the same moment
 
     def _drop_connection(self) -> None:

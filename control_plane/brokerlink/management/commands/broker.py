@@ -135,6 +135,8 @@ class Command(BaseCommand):
             queued_max_request_bytes=settings.MILLRACE_BROKER_QUEUED_MAX_REQUEST_BYTES,
             max_connections_per_tenant=settings.MILLRACE_BROKER_MAX_CONNECTIONS_PER_TENANT,
             client_report_seconds=settings.MILLRACE_BROKER_CLIENT_REPORT_SECONDS,
+            metering=settings.MILLRACE_BROKER_METERING,
+            usage_report_seconds=settings.MILLRACE_BROKER_USAGE_REPORT_SECONDS,
             transaction_max_timeout_ms=settings.MILLRACE_TRANSACTION_MAX_TIMEOUT_MS,
             transaction_abort_check_seconds=(
                 settings.MILLRACE_TRANSACTION_ABORT_CHECK_INTERVAL_MS / 1000

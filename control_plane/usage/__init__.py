@@ -1,0 +1,1 @@
+"""Usage metering: brokers' reports stored idempotently, aggregated per hour (docs/usage.md)."""
