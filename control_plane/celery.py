@@ -67,6 +67,12 @@ def _usage_interval() -> float:
     return float(settings.MILLRACE_USAGE_AGGREGATE_SECONDS)
 
 
+def _alert_interval() -> float:
+    from django.conf import settings
+
+    return float(settings.MILLRACE_ALERT_EVALUATE_SECONDS)
+
+
 app.conf.beat_schedule = {
     "prune-audit-events": {
         "task": "millrace.audit.prune_audit_events",
@@ -95,6 +101,14 @@ app.conf.beat_schedule = {
     "prune-usage": {
         "task": "millrace.usage.prune",
         "schedule": 3600.0,
+    },
+    "evaluate-alerts": {
+        "task": "millrace.alerts.evaluate",
+        "schedule": _alert_interval(),
+    },
+    "retry-alert-deliveries": {
+        "task": "millrace.alerts.retry_deliveries",
+        "schedule": 10.0,
     },
     "resume-tenant-deletions": {
         "task": "millrace.lifecycle.resume_deletions",

@@ -125,6 +125,7 @@ INSTALLED_APPS = [
     "control_plane.accounts",
     "control_plane.lifecycle",
     "control_plane.usage",
+    "control_plane.alerts",
     "control_plane.audit",
     "control_plane.api",
     "control_plane.streams",
@@ -429,6 +430,13 @@ MILLRACE_BROKER_USAGE_REPORT_SECONDS = envint("MILLRACE_BROKER_USAGE_REPORT_SECO
 MILLRACE_USAGE_AGGREGATE_SECONDS = envint("MILLRACE_USAGE_AGGREGATE_SECONDS", 300, minimum=1)
 MILLRACE_USAGE_RAW_DAYS = envint("MILLRACE_USAGE_RAW_DAYS", 3, minimum=1)
 MILLRACE_USAGE_KEEP_DAYS = envint("MILLRACE_USAGE_KEEP_DAYS", 400, minimum=1)
+# Alerts (docs/alerts.md): how often rules are evaluated; deliveries are tried this many
+# times in all, the first retry after the second setting, each later one after twice the
+# wait before; webhooks may go to private and loopback addresses only outside production.
+MILLRACE_ALERT_EVALUATE_SECONDS = envint("MILLRACE_ALERT_EVALUATE_SECONDS", 30, minimum=1)
+MILLRACE_ALERT_RETRY_SECONDS = envint("MILLRACE_ALERT_RETRY_SECONDS", 10, minimum=1)
+MILLRACE_ALERT_DELIVERY_ATTEMPTS = envint("MILLRACE_ALERT_DELIVERY_ATTEMPTS", 6, minimum=1)
+MILLRACE_ALERT_WEBHOOK_PRIVATE = envbool("MILLRACE_ALERT_WEBHOOK_PRIVATE", not PRODUCTION)
 # Transactions, with Kafka's names and defaults: the longest transaction.timeout.ms a
 # producer may ask for, and how often coordinators abort transactions open for longer
 # than their timeout.

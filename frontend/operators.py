@@ -3,15 +3,19 @@ and suspending or resuming it. The tenancy services do the work, audited as over
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from control_plane.core.errors import ServiceError
 from control_plane.tenancy import services as tenancy_services
 from control_plane.tenancy.models import Plan, Tenant
+from control_plane.usage import services as usage
 from frontend.cluster import _actor, _page, operator_view
 
 
@@ -25,10 +29,14 @@ def tenant_list(request: HttpRequest) -> HttpResponse:
         )
         .order_by("slug")
     )
+    end = timezone.now()
+    start, end = usage.period(end - timedelta(days=30), end)
+    used = {r["tenant"]: r for r in usage.usage(None, start, end, "tenant")}
+    rows = [(t, used.get(t.slug)) for t in tenants]
     return _page(
         request,
         "frontend/operators_tenants.html",
-        {"tenants": tenants, "plans": Plan.objects.order_by("slug")},
+        {"tenants": rows, "plans": Plan.objects.order_by("slug")},
     )
 
 

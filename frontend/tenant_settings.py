@@ -1,4 +1,5 @@
-"""The tenant's settings page: what it is and its limits, and (owners) deleting it.
+"""The tenant's settings page: what it is, its plan and limits, its people, alerts and
+usage at a glance (each linking to its page), and (owners) deleting it.
 
 Deleting asks for the tenant's slug typed again, then shows the job's progress on a page
 of its own (``deletion``), which outlives the tenant.
@@ -6,23 +7,47 @@ of its own (``deletion``), which outlives the tenant.
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from control_plane.accounts.models import Invitation
+from control_plane.alerts.models import AlertRule, AlertState
 from control_plane.core.errors import ServiceError
 from control_plane.lifecycle import services as lifecycle
 from control_plane.lifecycle.models import STEPS, DeletionState, TenantDeletion
-from control_plane.tenancy.models import Role
+from control_plane.tenancy.models import Membership, Role
+from control_plane.usage import services as usage
 from frontend.console import Page, form_errors, member_view
+
+
+def _overview(page: Page) -> dict[str, Any]:
+    """Counts for the page's links: people, open invitations, alerts firing, usage."""
+    tenant = page.tenant
+    end = timezone.now()
+    start, end = usage.period(end - timedelta(days=30), end)
+    return {
+        "members": Membership.objects.filter(tenant=tenant).count(),
+        "invitations": Invitation.objects.filter(
+            tenant=tenant, accepted_at__isnull=True, revoked_at__isnull=True
+        ).count(),
+        "rules": AlertRule.objects.filter(tenant=tenant).count(),
+        "firing": AlertState.objects.filter(rule__tenant=tenant, firing=True).count(),
+        "used": usage.totals(usage.usage([tenant], start, end, "topic")),
+    }
 
 
 def _render(page: Page, errors: dict[str, str] | None = None, status: int = 200) -> HttpResponse:
     return page.render(
         "frontend/tenant_settings.html",
         {
+            **_overview(page),
             "errors": errors or {},
             "may_delete": page.role == Role.OWNER,
             "retention_hours": (

@@ -4,6 +4,7 @@ from django.urls import path
 from frontend import (
     access,
     accounts,
+    alerts,
     audit,
     browse,
     clients,
@@ -121,6 +122,10 @@ urlpatterns = [
     path(T + "invitations/<int:pk>/revoke/", members.invitation_revoke, name="invitation-revoke"),
     path(T + "audit/", audit.audit_log, name="audit"),
     path(T + "usage/", usage.tenant_usage, name="usage"),
+    path(T + "alerts/", alerts.alert_list, name="alerts"),
+    path(T + "alerts/<int:pk>/", alerts.alert_detail, name="alert"),
+    path(T + "alerts/<int:pk>/toggle/", alerts.alert_toggle, name="alert-toggle"),
+    path(T + "alerts/<int:pk>/delete/", alerts.alert_delete, name="alert-delete"),
     path(T + "settings/", tenant_settings.tenant_settings, name="tenant-settings"),
     path(T + "settings/delete/", tenant_settings.tenant_delete, name="tenant-delete"),
     path("deletions/<uuid:deletion_id>/", tenant_settings.deletion, name="deletion"),

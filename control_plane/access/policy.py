@@ -100,6 +100,9 @@ ACL_NEEDS = CLUSTER_OBJECT_NEEDS
 CLIENT_QUOTA_NEEDS = {"list": Need(VIEWER, Operation.DESCRIBE_CONFIGS)}
 # Which client software and request versions connect: Describe on the cluster for keys.
 CLIENT_VERSION_NEEDS = {"list": CLUSTER_READ}
+# Alert rules (docs/alerts.md): read by every member; made, changed and deleted by admins
+# (a rule sends the tenant's state to addresses and URLs it names).
+ALERT_RULE_NEEDS = {**SERVICE_ACCOUNT_NEEDS, "deliveries": CLUSTER_READ}
 # Metered usage (docs/usage.md): every member; a key with Describe on the cluster.
 USAGE_NEEDS = {"list": CLUSTER_READ}
 

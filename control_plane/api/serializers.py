@@ -11,6 +11,7 @@ from rest_framework import serializers
 from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.access.presets import PATTERNS, PRESET_CHOICES
 from control_plane.accounts.models import Invitation, InvitationStatus
+from control_plane.alerts.models import AlertRule, Delivery
 from control_plane.audit.models import AuditEvent
 from control_plane.catalog.client_versions import api_name
 from control_plane.catalog.models import ClientVersion, Partition, Topic
@@ -154,7 +155,7 @@ PLAN_LIMIT_HELP = {
 }
 
 
-class PlanSerializer(serializers.ModelSerializer):
+class TenantPlanSerializer(serializers.ModelSerializer):
     tenants = serializers.IntegerField(
         source="tenant_count", read_only=True, help_text="tenants on this plan"
     )
@@ -185,6 +186,82 @@ class PlanSerializer(serializers.ModelSerializer):
             # Checked by the service (with its own messages), not by the model's validators.
             "slug": {"validators": []},
         }
+
+
+# --- alerts ------------------------------------------------------------------------------
+
+
+class AlertRuleSerializer(serializers.ModelSerializer):
+    firing = serializers.SerializerMethodField(help_text="subjects firing now")
+    webhook_secret = serializers.SerializerMethodField(
+        help_text="the HMAC key webhooks are signed with: in the answer to the POST only"
+    )
+
+    class Meta:
+        model = AlertRule
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "group",
+            "measure",
+            "limit",
+            "connector",
+            "threshold",
+            "for_seconds",
+            "emails",
+            "webhook_url",
+            "webhook_secret",
+            "enabled",
+            "firing",
+            "created_at",
+        ]
+        read_only_fields = ["id", "created_at"]
+        extra_kwargs = {
+            "kind": {"help_text": "consumer_lag, usage, connector_failed or key_expiring"},
+            "group": {"help_text": "consumer_lag: the group (empty: every group)"},
+            "measure": {"help_text": "consumer_lag: records or seconds"},
+            "limit": {"help_text": "usage: storage, partitions, produce or fetch"},
+            "connector": {"help_text": "connector_failed: the connector (empty: every one)"},
+            "threshold": {
+                "help_text": "records or seconds of lag, percent of the limit, days before expiry"
+            },
+            "for_seconds": {"help_text": "how long the breach lasts before the rule fires"},
+            # Checked by the service (with its own messages), not by the model's validators.
+            "name": {"validators": []},
+            "webhook_url": {"validators": []},
+        }
+
+    def get_firing(self, rule: AlertRule) -> list[str]:
+        return [s.subject for s in rule.states.all() if s.firing]
+
+    def get_webhook_secret(self, rule: AlertRule) -> str | None:
+        return self.context.get("webhook_secret") or None
+
+
+class DeliverySerializer(serializers.ModelSerializer):
+    event = serializers.CharField(source="notification.event", read_only=True)
+    subject = serializers.CharField(source="notification.subject", read_only=True)
+    message = serializers.CharField(source="notification.payload.message", read_only=True)
+
+    class Meta:
+        model = Delivery
+        fields = [
+            "id",
+            "event",
+            "subject",
+            "message",
+            "channel",
+            "target",
+            "state",
+            "attempts",
+            "next_attempt_at",
+            "last_status",
+            "last_error",
+            "delivered_at",
+            "created_at",
+        ]
+        read_only_fields = fields
 
 
 # --- members -----------------------------------------------------------------------------

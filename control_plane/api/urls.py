@@ -26,6 +26,7 @@ router.register(f"{TENANT}/audit-events", views.AuditEventViewSet, basename="aud
 router.register(f"{TENANT}/client-quotas", views.ClientQuotaViewSet, basename="client-quota")
 router.register(f"{TENANT}/client-versions", views.ClientVersionViewSet, basename="client-version")
 router.register(f"{TENANT}/usage", views.UsageViewSet, basename="usage")
+router.register(f"{TENANT}/alert-rules", views.AlertRuleViewSet, basename="alert-rule")
 router.register("brokers", cluster.BrokerViewSet, basename="broker")
 router.register("cluster/partitions", cluster.ClusterPartitionViewSet, basename="cluster-partition")
 router.register(

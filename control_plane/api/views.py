@@ -26,6 +26,8 @@ from control_plane.access.models import Acl, ApiKey, ServiceAccount
 from control_plane.accounts import services as accounts
 from control_plane.accounts import tokens_api, two_factor
 from control_plane.accounts.models import Invitation, PersonalToken
+from control_plane.alerts import services as alert_services
+from control_plane.alerts.models import AlertRule, Delivery
 from control_plane.api import serializers as s
 from control_plane.api.authentication import Throttled
 from control_plane.api.base import TenantScopedViewSet
@@ -230,7 +232,7 @@ class PlanViewSet(viewsets.ModelViewSet):
     """Plans: named limits operators define and assign to tenants (docs/accounts.md).
     Anyone signed in reads them; operators (staff) create, change and delete them."""
 
-    serializer_class = s.PlanSerializer
+    serializer_class = s.TenantPlanSerializer
     lookup_field = "slug"
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
@@ -241,7 +243,7 @@ class PlanViewSet(viewsets.ModelViewSet):
         return {k: data[k] for k in tenancy_services.PLAN_LIMITS if k in data}
 
     def create(self, request: Request) -> Response:
-        serializer = s.PlanSerializer(data=request.data)
+        serializer = s.TenantPlanSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         plan = plans.create_plan(
@@ -256,7 +258,7 @@ class PlanViewSet(viewsets.ModelViewSet):
 
     def partial_update(self, request: Request, slug: str) -> Response:
         plan = self.get_object()
-        serializer = s.PlanSerializer(plan, data=request.data, partial=True)
+        serializer = s.TenantPlanSerializer(plan, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         if "slug" in data and data["slug"] != plan.slug:
@@ -276,7 +278,7 @@ class PlanViewSet(viewsets.ModelViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _render(self, plan: Any) -> dict[str, Any]:
-        return s.PlanSerializer(plans.plans_with_counts().get(pk=plan.pk)).data
+        return s.TenantPlanSerializer(plans.plans_with_counts().get(pk=plan.pk)).data
 
 
 @extend_schema_view(
@@ -857,6 +859,62 @@ class ClientVersionViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     queryset = ClientVersion.objects.order_by("-last_seen", "api_key", "api_version")
     serializer_class = s.ClientVersionSerializer
     needs = policy.CLIENT_VERSION_NEEDS
+
+
+# --- alerts --------------------------------------------------------------------------------
+
+
+def _object(request: Request) -> dict[str, Any]:
+    """The request's body as a dict (a form's single values); 400 for any other JSON."""
+    data = request.data
+    if hasattr(data, "dict"):
+        return dict(data.dict())
+    if not isinstance(data, dict):
+        raise InvalidInput("the body must be a JSON object")
+    return dict(data)
+
+
+@tenant_scoped
+@extend_schema_view(
+    create=extend_schema(request=s.AlertRuleSerializer, responses={201: s.AlertRuleSerializer}),
+    partial_update=extend_schema(request=s.AlertRuleSerializer, responses=s.AlertRuleSerializer),
+)
+class AlertRuleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    """The tenant's alert rules (docs/alerts.md): consumer lag, usage of the plan, a failed
+    connector or task, an API key about to expire; delivered by e-mail and signed
+    webhooks. A new rule's ``webhook_secret`` is in the answer to its POST only."""
+
+    lookup_value_regex = r"[0-9]+"
+    queryset = AlertRule.objects.prefetch_related("states")
+    serializer_class = s.AlertRuleSerializer
+    needs = policy.ALERT_RULE_NEEDS
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def create(self, request: Request, tenant_slug: str) -> Response:
+        created = alert_services.create_rule(self.actor, self.access.tenant, _object(request))
+        return Response(
+            s.AlertRuleSerializer(
+                created.rule, context={"webhook_secret": created.webhook_secret}
+            ).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+    def partial_update(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        rule = alert_services.update_rule(self.actor, self.get_object(), _object(request))
+        return Response(s.AlertRuleSerializer(self.get_queryset().get(pk=rule.pk)).data)
+
+    def destroy(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        alert_services.delete_rule(self.actor, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses=s.DeliverySerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def deliveries(self, request: Request, tenant_slug: str, pk: str) -> Response:
+        """The rule's last 100 deliveries, newest first: each firing and resolving, by
+        each channel, with its attempts and the last error."""
+        rule = self.get_object()
+        rows = Delivery.objects.filter(notification__rule=rule).select_related("notification")
+        return Response(s.DeliverySerializer(rows[:100], many=True).data)
 
 
 # --- usage ---------------------------------------------------------------------------------

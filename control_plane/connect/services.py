@@ -395,6 +395,25 @@ def connector_status(
     }
 
 
+def connector_states(tenant_slug: str) -> dict[str, str] | None:
+    """The state of every connector ("name") and task ("name/0") of the tenant's Connect
+    cluster, read as its Connect principal (alerts watch them); None: it has no cluster.
+    ConnectError when the cluster's topics cannot be read."""
+    conf = connect_conf(tenant_slug)
+    with _opened(ConfigStore(_factory(conf, CONFIGS))) as store:
+        snapshot = store.snapshot() if store is not None else None
+    if snapshot is None:
+        return None
+    states: dict[str, str] = {}
+    with _opened(StatusStore(_factory(conf, STATUS))) as statuses:
+        for name, config in snapshot.connectors.items():
+            status = connector_status(name, config, statuses, len(snapshot.tasks.get(name, [])))
+            states[name] = status["connector"]["state"]
+            for task in status["tasks"]:
+                states[f"{name}/{task['id']}"] = task["state"]
+    return states
+
+
 def validation_errors(config: Mapping[str, str], tenant_slug: str) -> dict[str, list[str]]:
     return validate_connector_config(config, {"file.root": file_root(tenant_slug)})
 

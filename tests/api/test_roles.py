@@ -34,6 +34,12 @@ MUTATIONS = [
     ("post", f"{T}/members/", {"username": "newbie", "role": "viewer"}, "admin"),
     ("post", f"{T}/invitations/", {"email": "new@example.com", "role": "viewer"}, "admin"),
     ("delete", f"{T}/service-accounts/app/", None, "admin"),
+    (
+        "post",
+        f"{T}/alert-rules/",
+        {"name": "lag", "kind": "consumer_lag", "threshold": 5, "emails": ["a@example.com"]},
+        "admin",
+    ),
     ("delete", f"{T}/", {"confirm": "acme"}, "owner"),
 ]
 READS = [
@@ -49,6 +55,7 @@ READS = [
     (f"{T}/invitations/", "admin"),
     (f"{T}/client-quotas/", "viewer"),
     (f"{T}/usage/", "viewer"),
+    (f"{T}/alert-rules/", "viewer"),
 ]
 RANK = ["viewer", "developer", "admin", "owner"]
 

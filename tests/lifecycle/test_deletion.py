@@ -84,7 +84,7 @@ def test_deleting_needs_the_owner_and_the_typed_slug(filled, tenant_a, owner, ad
     assert tenant.deletion_requested_at is None and tenant.suspended_at is None
     assert ApiKey.objects.get(pk=filled["key"].pk).revoked_at is None
     assert Membership.objects.filter(tenant=tenant_a).count() == 2
-    assert not TenantDeletion.objects.exists()
+    assert not TenantDeletion.objects.filter(tenant_slug="acme").exists()
     lifecycle.request_deletion(Actor(user=owner), tenant_a, confirm=" acme ")
     assert TenantDeletion.objects.filter(tenant=tenant_a).count() == 1
 
@@ -180,15 +180,15 @@ def test_a_deletion_whose_worker_died_is_resumed_where_it_stopped(filled, tenant
     # While its lease holds nobody takes it over, and the sweep leaves it alone.
     assert lifecycle.claim(deletion.pk) is None
     with mock.patch.object(tasks.delete_tenant, "delay") as queued:
-        assert tasks.resume_deletions() == 0
-    queued.assert_not_called()
+        tasks.resume_deletions()
+    assert mock.call(str(deletion.pk)) not in queued.call_args_list
     # The lease lapses: the sweep queues it and a worker finishes it from the topics step.
     TenantDeletion.objects.filter(pk=deletion.pk).update(
         lease_until=timezone.now() - timedelta(seconds=1)
     )
     with mock.patch.object(tasks.delete_tenant, "delay") as queued:
-        assert tasks.resume_deletions() == 1
-    queued.assert_called_once_with(str(deletion.pk))
+        tasks.resume_deletions()
+    assert queued.call_args_list.count(mock.call(str(deletion.pk))) == 1
     assert tasks.delete_tenant(str(deletion.pk)) is True
     done = TenantDeletion.objects.get(pk=deletion.pk)
     assert done.state == DeletionState.DONE and done.attempts == 2
@@ -240,7 +240,7 @@ def test_rest_delete_and_progress(filled, tenant_a, owner, admin_user, outsider,
     assert session_client(admin_user).get(response["Location"]).status_code == 404
     assert session_client(admin_user).get("/api/v1/tenant-deletions/").json()["results"] == []
     listed = session_client(operator).get("/api/v1/tenant-deletions/").json()["results"]
-    assert [d["id"] for d in listed] == [body["id"]]
+    assert body["id"] in [d["id"] for d in listed]  # (with any other tests' deletions)
     staff_view = session_client(operator).get(f"{T}/").json()
     assert staff_view["deletion_requested_at"] is not None
     keyed = ApiKey.objects.get(pk=filled["key"].pk)
@@ -257,11 +257,12 @@ def test_console_settings_page_and_progress(filled, tenant_a, owner, admin_user)
     console.force_login(owner)
     page = console.get("/t/acme/settings/")
     assert page.status_code == 200 and b"Delete this tenant" in page.content
+    assert b'id="tenant-glance"' in page.content and b"(1 invited)" in page.content
     wrong = console.post("/t/acme/settings/delete/", {"confirm": "nope"})
     assert wrong.status_code == 400 and b"to confirm its deletion" in wrong.content
     assert Tenant.objects.get(pk=tenant_a.pk).deletion_requested_at is None
     response = console.post("/t/acme/settings/delete/", {"confirm": "acme"})
-    deletion = TenantDeletion.objects.get()
+    deletion = TenantDeletion.objects.get(tenant_slug="acme")
     assert response.status_code == 302 and response["Location"] == f"/deletions/{deletion.pk}/"
     progress = console.get(response["Location"])
     assert progress.status_code == 200 and b"Deleting Acme" in progress.content

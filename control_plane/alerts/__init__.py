@@ -1,0 +1,1 @@
+"""Alert rules, their evaluation, and delivery by e-mail and signed webhooks (docs/alerts.md)."""
