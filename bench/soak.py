@@ -14,6 +14,8 @@ checks from the outside that:
 * Celery keeps up: the embedded queue folder never piles up;
 * the Connect fleet keeps up: a connector created over the REST API (a file sink, run as
   a key of its own) copies the topic to a file, every acknowledged record included;
+* usage metering kept count: after the stop, the hourly rows hold every acknowledged
+  record of the topic;
 * the children's memory does not keep growing (reported, not judged).
 
 Prints one JSON line per report interval and a final summary, and exits non-zero if a
@@ -292,6 +294,27 @@ def copied(path: Path) -> set[int]:
     return {int(line.split(":", 1)[0]) for line in text.splitlines() if ":" in line}
 
 
+METERED = """
+import json
+from control_plane.tenancy.models import Tenant
+from control_plane.usage import services as usage
+usage.aggregate()
+rows = usage.usage([Tenant.objects.get(slug="default")], *usage.period(None, None), "topic")
+print(json.dumps({r["topic"]: r["produce_records"] for r in rows}))
+"""
+
+
+def metered_records(stack: Any) -> int:
+    """Records appended to the load's topic as the metering counted them: the stopped
+    stack's brokers reported as they shut down; summed into hourly rows here."""
+    out = subprocess.run(  # noqa: S603 - our own command line
+        [sys.executable, "manage.py", "shell", "-c", METERED],
+        cwd=ROOT, env=stack.env, capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    line = next(x for x in reversed(out.splitlines()) if x.startswith("{"))
+    return int(json.loads(line).get(TOPIC, 0))
+
+
 def copy_missing(tally: Tally, path: Path) -> int:
     with tally.lock:
         acked = {seq for seqs in tally.acked.values() for seq in seqs}
@@ -395,6 +418,9 @@ def run(
 
     log = stack.log()
     records = check_records(tally)
+    # Usage metering kept count: every acknowledged record is in the hourly rows (a record
+    # appended whose acknowledgement the producer never got may be counted too).
+    metered = metered_records(stack)
     summary: dict[str, Any] = {
         "soak": "summary",
         "seconds": round(time.monotonic() - started),
@@ -412,6 +438,8 @@ def run(
         "last_error": tally.last_error,
         "connect_copy_missing": copy_missing(tally, copy_path),
         "connect_copy_lines": len(copied(copy_path)),
+        "metered_records": metered,
+        "metering_missing": max(0, records["acked"] - metered),
         "rss_start_mb": rss_start,
         "rss_end_mb": rss_end,
         **records,
@@ -428,6 +456,7 @@ def run(
         and records["duplicates"] == 0
         and records["out_of_order"] == 0
         and summary["connect_copy_missing"] == 0
+        and summary["metering_missing"] == 0
         and max_queue < 100
     )
     summary["log"] = str(stack.log_path)

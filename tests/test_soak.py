@@ -33,4 +33,7 @@ def test_up_stays_up_under_load_beside_a_noisy_neighbour(tmp_path):
     # The Connect fleet copied every acknowledged record to the file sink's file.
     assert summary["connect_copy_missing"] == 0, summary
     assert summary["connect_copy_lines"] >= summary["acked"] > 0, summary
+    # Usage metering counted every acknowledged record (summed after the stop).
+    assert summary["metering_missing"] == 0, summary
+    assert summary["metered_records"] >= summary["acked"], summary
     assert summary["ok"], summary

@@ -189,8 +189,12 @@ class Meter:
             if tuple(self._rows.get(key, ())) == row.values:
                 self._dirty.discard(key)
         current = int(self.clock()) // HOUR * HOUR
-        for key in [k for k in self._rows if k[0] < current - HOUR and k not in self._dirty]:
+        old = [k for k in self._rows if k[0] < current - HOUR and k not in self._dirty]
+        for key in old:
             del self._rows[key]
+        if old:  # names of topics no row counts any more (deleted topics among them)
+            counted = {k[2] for k in self._rows}
+            self._names = {t: n for t, n in self._names.items() if t in counted}
 
     def forget_tenants(self, keep: Iterable[int]) -> None:
         """Drop a deleted tenant's counters (its usage rows go with it in the store)."""

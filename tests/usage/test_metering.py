@@ -64,6 +64,11 @@ def test_the_meter_counts_per_hour_topic_and_principal_and_reports_totals():
     fourth = meter.report()
     assert fourth is not None and {r.hour for r in fourth.rows} == {T0 + HOUR}
     assert meter.totals[1] == [165, 70]
+    meter.acknowledge(fourth)
+    # Hours that cannot change any more are forgotten (memory stays bounded).
+    clock.now = T0 + 3 * HOUR
+    meter.acknowledge(fourth)
+    assert meter._rows == {} and meter._names == {} and meter.report() is None
     off = Meter(enabled=False)
     off.produced(1, orders, "orders", "User:app", 5, 1)
     off.request(1, "User:app")
