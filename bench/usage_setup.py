@@ -33,24 +33,7 @@ def run(tenants: int, topics: int, brokers: int) -> dict[str, Any]:
     ids = list(Tenant.objects.filter(slug__startswith="u").values_list("id", flat=True))
     hour = datetime.fromtimestamp(int(time.time()) // HOUR * HOUR - HOUR, tz=UTC)
     now = datetime.now(tz=UTC)
-    columns = [
-        "broker_id",
-        "incarnation",
-        "hour",
-        "tenant_id",
-        "topic_id",
-        "topic_name",
-        "principal",
-        "seq",
-        "produce_bytes",
-        "produce_records",
-        "fetch_bytes",
-        "fetch_records",
-        "requests",
-        "storage_byte_seconds",
-        "partition_seconds",
-        "updated_at",
-    ]
+    columns = usage.RAW_COLUMNS
     raw = 0
     with connection.cursor() as cursor:
         copy_sql = f"COPY {UsageRaw._meta.db_table} ({', '.join(columns)}) FROM STDIN"

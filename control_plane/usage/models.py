@@ -9,15 +9,9 @@ from __future__ import annotations
 
 from django.db import models
 
-COUNTERS = (
-    "produce_bytes",
-    "produce_records",
-    "fetch_bytes",
-    "fetch_records",
-    "requests",
-    "storage_byte_seconds",
-    "partition_seconds",
-)
+from data_plane.broker.usage import FIELDS
+
+COUNTERS = FIELDS  # the broker's counters are the tables' columns, in the same order
 
 
 class Counters(models.Model):
